@@ -1,0 +1,9 @@
+from django.urls import path
+
+from . import views
+
+urlpatterns = [
+    path("", views.dashboard, name="dashboard"),
+    path("events/", views.event_browser, name="events"),
+    path("events/<int:position>/", views.event_detail, name="event"),
+]

@@ -1,0 +1,42 @@
+"""Server-rendered audit pages. Views only read through the ledger's selectors."""
+from django.core.paginator import Paginator
+from django.shortcuts import get_object_or_404, render
+
+from ledger import selectors
+from ledger.models import Event
+from ledger.records import RecordedEvent
+
+
+def dashboard(request):
+    recent = [_record(e) for e in Event.objects.order_by("-position")[:20]]
+    return render(request, "frontend/dashboard.html", {"status": selectors.status(), "recent": recent})
+
+
+def event_browser(request):
+    queryset = selectors.events()
+    filters = {key: request.GET.get(key, "").strip() for key in ("stream", "type", "actor", "position_min", "position_max")}
+    if filters["stream"]:
+        queryset = queryset.filter(stream__startswith=filters["stream"])
+    if filters["type"]:
+        queryset = queryset.filter(type=filters["type"])
+    if filters["actor"]:
+        queryset = queryset.filter(actor=filters["actor"])
+    if filters["position_min"].isdigit():
+        queryset = queryset.filter(position__gte=int(filters["position_min"]))
+    if filters["position_max"].isdigit():
+        queryset = queryset.filter(position__lte=int(filters["position_max"]))
+    page = Paginator(queryset, 50).get_page(request.GET.get("page"))
+    return render(
+        request,
+        "frontend/events.html",
+        {"page": page, "events": [_record(e) for e in page], "filters": filters},
+    )
+
+
+def event_detail(request, position: int):
+    event = _record(get_object_or_404(Event, position=position))
+    return render(request, "frontend/event.html", {"event": event})
+
+
+def _record(event: Event) -> RecordedEvent:
+    return RecordedEvent.from_body(event.body, event.prev_hash, event.hash)

@@ -1,0 +1,53 @@
+"""Event types owned by the ledger itself: identity, checkpoints, and the reviewer's verdicts
+on results (retraction, downgrade, sign-off) that every other app's results are subject to."""
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+from pydantic import Field, StringConstraints
+
+from .event_types import Payload, event_type
+
+NonEmpty = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
+Hex64 = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
+ResultKey = Annotated[str, StringConstraints(min_length=1, max_length=255, pattern=r"^\S+$")]
+
+
+@event_type("LedgerInitialised", owner="ledger")
+class LedgerInitialised(Payload):
+    ledger_id: Annotated[str, StringConstraints(pattern=r"^[0-9a-f-]{36}$")]
+    name: NonEmpty
+
+
+@event_type("CheckpointSigned", owner="ledger")
+class CheckpointSigned(Payload):
+    ledger_id: Annotated[str, StringConstraints(pattern=r"^[0-9a-f-]{36}$")]
+    head_position: int = Field(ge=1)
+    head_hash: Hex64
+    public_key: NonEmpty
+    signature: NonEmpty
+
+
+@event_type("ResultRetracted", owner="ledger")
+class ResultRetracted(Payload):
+    result: ResultKey
+    reason: NonEmpty
+    rerun: Optional[str] = None
+
+
+@event_type("ResultDowngraded", owner="ledger")
+class ResultDowngraded(Payload):
+    result: ResultKey
+    from_value: float
+    to_value: float
+    unit: NonEmpty = "x"
+    reason: NonEmpty
+    rerun: Optional[str] = None
+
+
+@event_type("AuditSignedOff", owner="ledger")
+class AuditSignedOff(Payload):
+    result: ResultKey
+    result_version: int = Field(ge=1)
+    reviewer: NonEmpty
+    comment: str = ""

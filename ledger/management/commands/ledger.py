@@ -1,0 +1,91 @@
+"""`manage.py ledger <action>`: init, status, verify, rebuild, checkpoint, export, import."""
+from __future__ import annotations
+
+import getpass
+import json
+import sys
+import time
+from pathlib import Path
+
+from django.core.management.base import BaseCommand, CommandError
+
+from ledger import selectors
+from ledger.checkpoints import sign_checkpoint
+from ledger.errors import LedgerError
+from ledger.services import initialise_ledger
+from ledger.transfer import export_ledger, import_ledger
+from ledger.verification import rebuild_projections, request_verification, run_verification
+
+
+def default_actor() -> str:
+    return f"user:{getpass.getuser()}"
+
+
+class Command(BaseCommand):
+    help = "Operate the event ledger: init, status, verify, rebuild, checkpoint, export, import."
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("--actor", default=default_actor(), help="who is acting (recorded in events)")
+        actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+        init = actions.add_parser("init", help="give this ledger its identity (idempotent)")
+        init.add_argument("--name", default="ForgeStencil Ledger")
+        actions.add_parser("status", help="head, counts and last verification, as JSON")
+        actions.add_parser("verify", help="recompute hashes, check chain and checkpoints, replay projections")
+        actions.add_parser("rebuild", help="drop every projection and replay all events into it")
+        actions.add_parser("checkpoint", help="sign the current head with the Ed25519 key")
+        export = actions.add_parser("export", help="write every event with its hashes as JSON Lines")
+        export.add_argument("--out", required=True, help="output file (- for standard output)")
+        imp = actions.add_parser("import", help="verify a JSON Lines export, then append its events")
+        imp.add_argument("file")
+
+    def handle(self, *args, **options) -> None:
+        action = options["action"]
+        try:
+            getattr(self, f"do_{action}")(options)
+        except LedgerError as exc:
+            raise CommandError(str(exc)) from None
+
+    def do_init(self, options) -> None:
+        event = initialise_ledger(options["name"], options["actor"])
+        self.stdout.write(f"ledger {event.data['ledger_id']} ({event.data['name']}) initialised at position {event.position}")
+
+    def do_status(self, options) -> None:
+        self.stdout.write(json.dumps(selectors.status(), indent=2, default=str))
+
+    def do_verify(self, options) -> None:
+        started = time.monotonic()
+        run = request_verification(options["actor"])
+        run = run_verification(run.pk, progress=lambda p: self.stderr.write(f"  verified {p:,} events…"))
+        line = f"{run.summary} [{time.monotonic() - started:.2f}s]"
+        if run.status != run.Status.PASSED:
+            self.stderr.write(line)
+            sys.exit(1)
+        self.stdout.write(line)
+
+    def do_rebuild(self, options) -> None:
+        started = time.monotonic()
+        position = rebuild_projections(progress=lambda p: self.stderr.write(f"  replayed {p:,} events…"))
+        self.stdout.write(f"rebuilt all projections from {position} events [{time.monotonic() - started:.2f}s]")
+
+    def do_checkpoint(self, options) -> None:
+        event = sign_checkpoint(options["actor"])
+        self.stdout.write(
+            f"checkpoint #{event.position}: head #{event.data['head_position']} {event.data['head_hash'][:16]}… "
+            f"signed by {event.data['public_key']}"
+        )
+
+    def do_export(self, options) -> None:
+        out = options["out"]
+        if out == "-":
+            count = export_ledger(self.stdout)
+        else:
+            with open(out, "w", encoding="utf-8") as handle:
+                count = export_ledger(handle)
+            self.stderr.write(f"exported {count} events to {out}")
+
+    def do_import(self, options) -> None:
+        path = Path(options["file"])
+        if not path.is_file():
+            raise CommandError(f"{path}: no such file")
+        fresh, present = import_ledger(path, options["actor"])
+        self.stdout.write(f"imported {fresh} events from {path} ({present} already present)")

@@ -1,0 +1,116 @@
+"""The ledger's own projections: stream heads, type counts, ledger identity, checkpoints,
+result status and sign-offs."""
+from __future__ import annotations
+
+from .models import Checkpoint, EventTypeCount, KnownLedger, ResultStatus, SignOff, StreamHead
+from .projection_base import Projection, RowStore
+from .records import RecordedEvent
+
+
+class StreamHeads(Projection):
+    name = "stream_heads"
+    model = StreamHead
+
+    def apply(self, event: RecordedEvent, rows: RowStore) -> None:
+        current = rows.get(event.stream)
+        rows.put(
+            event.stream,
+            {
+                "stream": event.stream,
+                "version": event.version,
+                "first_position": current["first_position"] if current else event.position,
+                "last_position": event.position,
+                "last_type": event.type,
+                "last_recorded_at": event.recorded_at,
+            },
+        )
+
+
+class EventTypeCounts(Projection):
+    name = "event_type_counts"
+    model = EventTypeCount
+
+    def apply(self, event: RecordedEvent, rows: RowStore) -> None:
+        current = rows.get(event.type)
+        rows.put(event.type, {"type": event.type, "count": (current["count"] if current else 0) + 1})
+
+
+class KnownLedgers(Projection):
+    name = "known_ledgers"
+    model = KnownLedger
+    handles = frozenset({"LedgerInitialised"})
+
+    def apply(self, event: RecordedEvent, rows: RowStore) -> None:
+        ledger_id = event.data["ledger_id"]
+        rows.put(
+            ledger_id,
+            {"ledger_id": ledger_id, "name": event.data["name"], "position": event.position, "imported": event.imported},
+        )
+
+
+class Checkpoints(Projection):
+    name = "checkpoints"
+    model = Checkpoint
+    handles = frozenset({"CheckpointSigned"})
+
+    def apply(self, event: RecordedEvent, rows: RowStore) -> None:
+        data = event.data
+        rows.put(
+            event.position,
+            {
+                "position": event.position,
+                "ledger_id": data["ledger_id"],
+                "head_position": data["head_position"],
+                "head_hash": data["head_hash"],
+                "public_key": data["public_key"],
+                "imported": event.imported,
+            },
+        )
+
+
+class ResultStatuses(Projection):
+    name = "result_status"
+    model = ResultStatus
+    handles = frozenset({"ResultRetracted", "ResultDowngraded"})
+
+    def apply(self, event: RecordedEvent, rows: RowStore) -> None:
+        data = event.data
+        current = rows.get(data["result"]) or {"revisions": 0, "value": None, "unit": ""}
+        if event.type == "ResultRetracted":
+            status, value, unit = "retracted", current["value"], current["unit"]
+        else:
+            status, value, unit = "downgraded", data["to_value"], data["unit"]
+        rows.put(
+            data["result"],
+            {
+                "result": data["result"],
+                "status": status,
+                "value": value,
+                "unit": unit,
+                "revisions": current["revisions"] + 1,
+                "last_reason": data["reason"],
+                "last_position": event.position,
+            },
+        )
+
+
+class SignOffs(Projection):
+    name = "sign_offs"
+    model = SignOff
+    handles = frozenset({"AuditSignedOff"})
+
+    def apply(self, event: RecordedEvent, rows: RowStore) -> None:
+        data = event.data
+        key = f"{data['result']}@{data['result_version']}:{data['reviewer']}"
+        if rows.get(key) is None:  # a second sign-off by the same reviewer adds nothing
+            rows.put(
+                key,
+                {
+                    "key": key,
+                    "result": data["result"],
+                    "result_version": data["result_version"],
+                    "reviewer": data["reviewer"],
+                    "position": event.position,
+                    "signed_at": event.recorded_at,
+                },
+            )

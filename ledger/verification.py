@@ -1,0 +1,214 @@
+"""Verify and rebuild: the two ways the ledger proves its projections follow from its events.
+
+`verify` recomputes every hash, the chain links, the stream versions and every checkpoint,
+then replays all events into scratch projections and compares them with the live tables.
+`rebuild` replays into scratch and replaces the live tables with the result.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
+
+from django.db import transaction
+from django.utils import timezone
+
+from django.db import connection
+
+from . import event_types
+from .canonical import GENESIS_HASH, chain_hash
+from .errors import UnknownEventType
+from .checkpoints import signature_valid, trusted_public_keys
+from .models import Event, ProjectionState, VerificationRun
+from .projection_base import MemoryRows, registered
+from .records import RecordedEvent
+from .services import head, iso_utc, lock_chain
+
+Progress = Callable[[int], None]
+COLUMNS = ("position", "event_id", "stream", "version", "type", "schema_version", "actor", "recorded_at", "body", "prev_hash", "hash")
+
+
+@dataclass
+class VerifyReport:
+    head_position: int = 0
+    head_hash: str = GENESIS_HASH
+    events: int = 0
+    checkpoints: int = 0
+    untrusted_imported_checkpoints: int = 0
+    projections_compared: int = 0
+    problem: str | None = None
+    bad_position: int | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.problem is None
+
+    def summary(self) -> str:
+        if not self.ok:
+            return f"FAILED at position {self.bad_position}: {self.problem}"
+        text = (
+            f"OK: {self.events} events, head #{self.head_position} {self.head_hash[:16]}…, "
+            f"{self.checkpoints} checkpoints signed and matching, {self.projections_compared} projections identical on replay"
+        )
+        if self.untrusted_imported_checkpoints:
+            text += f"; {self.untrusted_imported_checkpoints} imported checkpoints signed by keys not in LEDGER_TRUSTED_PUBLIC_KEYS"
+        return text
+
+
+class _Failure(Exception):
+    def __init__(self, position: int | None, problem: str) -> None:
+        super().__init__(problem)
+        self.position = position
+        self.problem = problem
+
+
+def _rows() -> Iterator[tuple]:
+    return Event.objects.order_by("position").values_list(*COLUMNS).iterator(chunk_size=5000)
+
+
+def _check_row(row: tuple, expected_position: int, prev_hash: str) -> RecordedEvent:
+    position, event_id, stream, version, type_, schema_version, actor, recorded_at, body, row_prev, row_hash = row
+    if position != expected_position:
+        what = "missing (deleted or renumbered)" if position > expected_position else "out of order"
+        raise _Failure(expected_position, f"event at position {expected_position} is {what}; next stored position is {position}")
+    if row_prev != prev_hash:
+        raise _Failure(position, f"prev_hash {row_prev[:16]}… does not link to the previous event's hash {prev_hash[:16]}… (chain broken: event inserted, removed or reordered)")
+    if chain_hash(row_prev, body) != row_hash:
+        raise _Failure(position, "stored hash does not match sha256 of the stored canonical body (event edited)")
+    try:
+        event = RecordedEvent.from_body(body, row_prev, row_hash)
+    except (ValueError, TypeError) as exc:
+        raise _Failure(position, f"canonical body is not a valid event: {exc}") from None
+    try:
+        event_types.get(event.type)
+    except UnknownEventType as exc:
+        raise _Failure(position, str(exc)) from None
+    columns = {"position": position, "event_id": str(event_id), "stream": stream, "version": version, "type": type_,
+               "schema_version": schema_version, "actor": actor, "recorded_at": iso_utc(recorded_at)}
+    for name, value in columns.items():
+        if getattr(event, name) != value:
+            raise _Failure(position, f"column {name}={value!r} differs from the hashed body's {getattr(event, name)!r} (column edited)")
+    return event
+
+
+def verify_ledger(progress: Progress | None = None, replay: bool = True) -> VerifyReport:
+    report = VerifyReport()
+    scratch = {projection.name: MemoryRows() for projection in registered()}
+    stream_versions: dict[str, int] = {}
+    origin_hashes: dict[tuple[str, int], str] = {}
+    checkpoints: list[RecordedEvent] = []
+    local_ledger: str | None = None
+    prev_hash = GENESIS_HASH
+    position = 0
+    try:
+        with transaction.atomic():  # one consistent snapshot of the events and the projections
+            if connection.vendor == "postgresql":
+                with connection.cursor() as cursor:
+                    cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            for row in _rows():
+                event = _check_row(row, position + 1, prev_hash)
+                position, prev_hash = event.position, event.hash
+                expected_version = stream_versions.get(event.stream, 0) + 1
+                if event.version != expected_version:
+                    raise _Failure(position, f"stream {event.stream} jumps to version {event.version}, expected {expected_version}")
+                stream_versions[event.stream] = event.version
+                if event.origin is not None:
+                    origin_hashes[(event.origin["ledger_id"], event.origin["position"])] = event.origin["hash"]
+                elif event.type == "LedgerInitialised" and local_ledger is None:
+                    local_ledger = event.data["ledger_id"]
+                if event.type == "CheckpointSigned":
+                    checkpoints.append(event)
+                if replay:
+                    for projection in registered():
+                        if projection.wants(event):
+                            projection.apply(event, scratch[projection.name])
+                if progress and position % 100_000 == 0:
+                    progress(position)
+            report.events, report.head_position, report.head_hash = position, position, prev_hash
+            _check_checkpoints(checkpoints, local_ledger, origin_hashes, report)
+            if replay:
+                _compare_projections(scratch, position, report)
+    except _Failure as failure:
+        report.problem, report.bad_position = failure.problem, failure.position
+    return report
+
+
+def _check_checkpoints(checkpoints: list[RecordedEvent], local_ledger: str | None, origin_hashes: dict, report: VerifyReport) -> None:
+    trusted = trusted_public_keys()
+    for event in checkpoints:
+        data = event.data
+        if not signature_valid(data["public_key"], data["signature"], data["ledger_id"], data["head_position"], data["head_hash"]):
+            raise _Failure(event.position, "checkpoint signature does not verify")
+        if event.origin is None:
+            if data["ledger_id"] != local_ledger:
+                raise _Failure(event.position, f"checkpoint names ledger {data['ledger_id']}, not this ledger {local_ledger}")
+            if data["public_key"] not in trusted:
+                raise _Failure(event.position, "checkpoint signed by a key that is neither the signing key nor in LEDGER_TRUSTED_PUBLIC_KEYS")
+            signed = Event.objects.filter(position=data["head_position"]).values_list("hash", flat=True).first()
+        else:
+            signed = origin_hashes.get((data["ledger_id"], data["head_position"]))
+            if data["public_key"] not in trusted:
+                report.untrusted_imported_checkpoints += 1
+        if signed != data["head_hash"]:
+            raise _Failure(data["head_position"], f"history differs from the checkpoint signed at position {event.position} (head hash {data['head_hash'][:16]}…)")
+        report.checkpoints += 1
+
+
+def _compare_projections(scratch: dict[str, MemoryRows], head_position: int, report: VerifyReport) -> None:
+    states = dict(ProjectionState.objects.values_list("name", "last_position"))
+    for projection in registered():
+        applied = states.get(projection.name, 0 if head_position else None)
+        if head_position and applied != head_position:
+            raise _Failure(applied, f"projection {projection.name} last applied position {applied}, head is {head_position}; run `ledger rebuild`")
+        live = projection.live_rows()
+        replayed = scratch[projection.name].rows
+        if live != replayed:
+            raise _Failure(None, f"projection {projection.name} differs from a replay of the events: {_first_difference(live, replayed)}")
+        report.projections_compared += 1
+
+
+def _first_difference(live: dict[Any, dict], replayed: dict[Any, dict]) -> str:
+    for key in sorted(set(live) | set(replayed), key=str):
+        if live.get(key) != replayed.get(key):
+            return f"row {key!r}: live {json.dumps(live.get(key), default=str)} vs replay {json.dumps(replayed.get(key), default=str)}"
+    return "no row differs"
+
+
+def rebuild_projections(progress: Progress | None = None) -> int:
+    """Drop every projection table and replay all events into it; returns the head position."""
+    with transaction.atomic():
+        lock_chain()
+        scratch = {projection.name: MemoryRows() for projection in registered()}
+        position = 0
+        for row in Event.objects.order_by("position").values_list("body", "prev_hash", "hash").iterator(chunk_size=5000):
+            event = RecordedEvent.from_body(*row)
+            position = event.position
+            for projection in registered():
+                if projection.wants(event):
+                    projection.apply(event, scratch[projection.name])
+            if progress and position % 100_000 == 0:
+                progress(position)
+        for projection in registered():
+            projection.replace_all(scratch[projection.name].rows)
+        ProjectionState.objects.all().delete()
+        ProjectionState.objects.bulk_create([ProjectionState(name=p.name, last_position=position) for p in registered()])
+    return position
+
+
+def run_verification(run_id: int, progress: Progress | None = None) -> VerificationRun:
+    """Carry out a queued VerificationRun; a finished one is returned unchanged (idempotent)."""
+    run = VerificationRun.objects.get(pk=run_id)
+    if run.status in (VerificationRun.Status.PASSED, VerificationRun.Status.FAILED):
+        return run
+    VerificationRun.objects.filter(pk=run_id).update(status=VerificationRun.Status.RUNNING)
+    report = verify_ledger(progress)
+    run.status = VerificationRun.Status.PASSED if report.ok else VerificationRun.Status.FAILED
+    run.head_position, run.head_hash, run.summary = report.head_position, report.head_hash, report.summary()
+    run.finished_at = timezone.now()
+    run.save()
+    return run
+
+
+def request_verification(requested_by: str) -> VerificationRun:
+    return VerificationRun.objects.create(requested_by=requested_by)
