@@ -67,9 +67,10 @@ def sign_checkpoint(actor: str) -> RecordedEvent:
         lock_chain()
         ledger_id = local_ledger_id()
         position, head_hash = head()
-        latest = Event.objects.get(position=position)
-        if latest.type == "CheckpointSigned" and latest.stream == CHECKPOINT_STREAM:
-            return RecordedEvent.from_body(latest.body, latest.prev_hash, latest.hash)
+        row = Event.objects.get(position=position)
+        latest = RecordedEvent.from_body(row.body, row.prev_hash, row.hash)
+        if latest.type == "CheckpointSigned" and latest.origin is None:
+            return latest
         signature = key.sign(checkpoint_message(ledger_id, position, head_hash))
         return append(
             NewEvent(

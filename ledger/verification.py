@@ -101,9 +101,10 @@ def verify_ledger(progress: Progress | None = None, replay: bool = True) -> Veri
     local_ledger: str | None = None
     prev_hash = GENESIS_HASH
     position = 0
+    outermost = not connection.in_atomic_block
     try:
         with transaction.atomic():  # one consistent snapshot of the events and the projections
-            if connection.vendor == "postgresql":
+            if connection.vendor == "postgresql" and outermost:
                 with connection.cursor() as cursor:
                     cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
             for row in _rows():

@@ -1,0 +1,70 @@
+import os
+
+import pytest
+from django.db import connection
+
+from ledger.db_guard import install_guards, remove_guards
+from ledger.services import NewEvent, append, initialise_ledger
+
+
+def erase_ledger() -> None:
+    """Empty the events and projections the way only a test may: triggers off, delete, triggers on."""
+    from ledger.models import Event, ProjectionState
+    from ledger.projection_base import registered
+
+    remove_guards(connection)
+    Event.objects.all().delete()
+    install_guards(connection)
+    for projection in registered():
+        projection.model.objects.all().delete()
+    ProjectionState.objects.all().delete()
+
+
+@pytest.fixture
+def ledger(db):
+    """An initialised ledger (rolled back after the test)."""
+    return initialise_ledger("test ledger", "user:test")
+
+
+@pytest.fixture
+def transactional_ledger(transactional_db):
+    """For tests whose writes must be visible to other processes or threads."""
+    event = initialise_ledger("test ledger", "user:test")
+    yield event
+    erase_ledger()
+
+
+def downgrade(result: str, to_value: float, **extra) -> NewEvent:
+    return NewEvent(
+        stream=result,
+        type="ResultDowngraded",
+        actor="user:reviewer",
+        payload={"result": result, "from_value": 2.31, "to_value": to_value, "reason": "re-run slower"},
+        **extra,
+    )
+
+
+def some_events(count: int) -> list:
+    return [append(downgrade(f"case/star_1/{n}x{n}x{n}/f32", 1.5 + n / 100)) for n in range(count)]
+
+
+def on_postgres() -> bool:
+    return connection.vendor == "postgresql"
+
+
+def database_url_for_subprocess() -> str:
+    """A DATABASE_URL naming the test database this session created, for child processes."""
+    settings = connection.settings_dict
+    if connection.vendor == "sqlite":
+        return f"sqlite:///{settings['NAME']}"
+    host = settings["HOST"] or "127.0.0.1"
+    port = settings["PORT"] or 5432
+    password = f":{settings['PASSWORD']}" if settings["PASSWORD"] else ""
+    return f"postgres://{settings['USER']}{password}@{host}:{port}/{settings['NAME']}"
+
+
+def subprocess_env(**extra: str) -> dict:
+    env = dict(os.environ)
+    env["DATABASE_URL"] = database_url_for_subprocess()
+    env.update(extra)
+    return env

@@ -1,0 +1,134 @@
+import uuid
+
+import pytest
+
+from ledger import event_types
+from ledger.canonical import GENESIS_HASH, canonical_json, chain_hash, event_body, HASHED_FIELDS
+from ledger.errors import ConcurrencyError, IdempotencyConflict, InvalidPayload, LedgerError, UnknownEventType
+from ledger.event_types import Payload, event_type
+from ledger.models import Event, EventTypeCount, ProjectionState, ResultStatus, SignOff, StreamHead
+from ledger.services import NewEvent, append, append_many, head
+from tests.conftest import downgrade
+
+
+def test_first_event_starts_the_chain_and_hash_covers_the_canonical_body(ledger):
+    assert ledger.position == 1
+    assert ledger.prev_hash == GENESIS_HASH
+    fields = {name: getattr(ledger, name) for name in HASHED_FIELDS}
+    assert ledger.body == event_body(fields) == canonical_json(fields)
+    assert ledger.hash == chain_hash(GENESIS_HASH, ledger.body)
+    stored = Event.objects.get(position=1)
+    assert (stored.body, stored.hash) == (ledger.body, ledger.hash)
+
+
+def test_each_event_links_to_the_previous_hash(ledger):
+    second = append(downgrade("case/a", 1.9))
+    third = append(downgrade("case/b", 1.8))
+    assert (second.position, third.position) == (2, 3)
+    assert second.prev_hash == ledger.hash and third.prev_hash == second.hash
+    assert head() == (3, third.hash)
+
+
+def test_unknown_type_is_refused_and_lists_the_known_ones(ledger):
+    with pytest.raises(UnknownEventType, match="unknown event type 'ResultPolished'.*ResultRetracted"):
+        append(NewEvent(stream="case/a", type="ResultPolished", payload={}, actor="user:x"))
+    assert Event.objects.count() == 1
+
+
+@pytest.mark.parametrize(
+    "payload, field",
+    [
+        ({"result": "case/a", "from_value": 2.0, "to_value": 1.5}, "payload.reason"),
+        ({"result": "case/a", "from_value": "fast", "to_value": 1.5, "reason": "r"}, "payload.from_value"),
+        ({"result": "case/a", "from_value": 2.0, "to_value": 1.5, "reason": "r", "colour": "red"}, "payload.colour"),
+        ({"result": "case/a", "from_value": 2.0, "to_value": 1.5, "reason": "   "}, "payload.reason"),
+    ],
+)
+def test_invalid_payload_is_refused_naming_the_field(ledger, payload, field):
+    with pytest.raises(InvalidPayload, match=field.replace(".", r"\.")):
+        append(NewEvent(stream="case/a", type="ResultDowngraded", payload=payload, actor="user:x"))
+    assert Event.objects.count() == 1
+
+
+def test_stream_and_actor_are_checked(ledger):
+    with pytest.raises(LedgerError, match="stream"):
+        append(downgrade("case a", 1.0))
+    with pytest.raises(LedgerError, match="actor"):
+        append(NewEvent(stream="case/a", type="ResultRetracted", payload={"result": "case/a", "reason": "x"}, actor=" "))
+
+
+def test_stale_expected_version_raises_a_concurrency_error(ledger):
+    append(downgrade("case/a", 1.9, expected_version=0))
+    append(downgrade("case/a", 1.8, expected_version=1))
+    with pytest.raises(ConcurrencyError, match="stream 'case/a' is at version 2, but the writer expected 1"):
+        append(downgrade("case/a", 1.7, expected_version=1))
+    assert StreamHead.objects.get(stream="case/a").version == 2
+
+
+def test_retrying_an_event_id_with_the_same_content_returns_the_stored_event(ledger):
+    key = uuid.uuid4()
+    first = append(downgrade("case/a", 1.9, event_id=key, expected_version=0))
+    again = append(downgrade("case/a", 1.9, event_id=key, expected_version=0))
+    assert again == first
+    assert Event.objects.count() == 2
+    assert EventTypeCount.objects.get(type="ResultDowngraded").count == 1
+
+
+def test_reusing_an_event_id_for_different_content_is_refused(ledger):
+    key = uuid.uuid4()
+    append(downgrade("case/a", 1.9, event_id=key))
+    with pytest.raises(IdempotencyConflict, match=f"event id {key} is already recorded at position 2"):
+        append(downgrade("case/a", 1.5, event_id=key))
+
+
+def test_a_batch_is_all_or_nothing(ledger):
+    with pytest.raises(ConcurrencyError):
+        append_many([downgrade("case/a", 1.9), downgrade("case/b", 1.8, expected_version=5)])
+    with pytest.raises(InvalidPayload):
+        append_many([downgrade("case/a", 1.9), NewEvent(stream="x", type="ResultRetracted", payload={}, actor="u")])
+    assert Event.objects.count() == 1
+    assert not StreamHead.objects.filter(stream="case/a").exists()
+
+
+def test_batch_versions_streams_in_order(ledger):
+    events = append_many([downgrade("case/a", 1.9), downgrade("case/a", 1.8), downgrade("case/b", 1.7)])
+    assert [(e.stream, e.version, e.position) for e in events] == [("case/a", 1, 2), ("case/a", 2, 3), ("case/b", 1, 4)]
+
+
+def test_projections_are_updated_in_the_same_append(ledger):
+    append(downgrade("case/a", 1.9))
+    append(NewEvent(stream="case/a", type="ResultRetracted", payload={"result": "case/a", "reason": "oracle failed"}, actor="user:r"))
+    status = ResultStatus.objects.get(result="case/a")
+    assert (status.status, status.value, status.revisions, status.last_reason) == ("retracted", 1.9, 2, "oracle failed")
+    signoff = {"result": "case/a", "result_version": 2, "reviewer": "alice"}
+    append(NewEvent(stream="case/a", type="AuditSignedOff", payload=signoff, actor="user:alice"))
+    append(NewEvent(stream="case/a", type="AuditSignedOff", payload=signoff, actor="user:alice"))
+    assert SignOff.objects.filter(result="case/a").count() == 1
+    assert set(ProjectionState.objects.values_list("last_position", flat=True)) == {5}
+    assert StreamHead.objects.get(stream="case/a").version == 4
+
+
+def test_old_schema_versions_are_upcast_for_readers(ledger):
+    @event_type("TestWidgetMeasured", owner="ledger")
+    class V1(Payload):
+        seconds: float
+
+    @event_type("TestWidgetMeasured", owner="ledger", version=2, upcast_from_previous=lambda p: {"ms": p["seconds"] * 1000})
+    class V2(Payload):
+        ms: float
+
+    try:
+        old = append(NewEvent(stream="w", type="TestWidgetMeasured", payload={"seconds": 0.25}, actor="u", schema_version=1))
+        new = append(NewEvent(stream="w", type="TestWidgetMeasured", payload={"ms": 7.0}, actor="u"))
+        assert (old.schema_version, old.payload, old.data) == (1, {"seconds": 0.25}, {"ms": 250.0})
+        assert (new.schema_version, new.data) == (2, {"ms": 7.0})
+    finally:
+        event_types.unregister("TestWidgetMeasured")
+
+
+def test_a_new_schema_version_needs_an_upcaster():
+    with pytest.raises(ValueError, match="needs an upcaster"):
+
+        @event_type("ResultRetracted", owner="ledger", version=2)
+        class Broken(Payload):
+            result: str

@@ -1,0 +1,137 @@
+"""Export to JSON Lines, the standalone verifier, and import that keeps the origin."""
+import json
+import subprocess
+import sys
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from ledger.checkpoints import sign_checkpoint
+from ledger.errors import LedgerError
+from ledger.models import Event, KnownLedger
+from ledger.services import initialise_ledger
+from ledger.selectors import stream_events
+from ledger.transfer import export_ledger, import_ledger
+from ledger.verification import verify_ledger
+from ledger.verify_export import ExportError, verify_export
+from tests.conftest import erase_ledger, some_events
+
+
+@pytest.fixture
+def export_file(ledger, tmp_path):
+    some_events(3)
+    sign_checkpoint("user:test")
+    path = tmp_path / "ledger.jsonl"
+    with path.open("w") as handle:
+        assert export_ledger(handle) == 5
+    return path
+
+
+def lines(path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def write(path, records) -> None:
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+
+
+def run_standalone(path) -> subprocess.CompletedProcess:
+    """Run the verifier with Django made unimportable, as on a machine without it."""
+    code = "import sys; sys.modules['django'] = None; from ledger.verify_export import main; sys.exit(main([sys.argv[1]]))"
+    return subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=60)
+
+
+def test_export_holds_every_event_with_its_hashes(export_file):
+    records = lines(export_file)
+    assert [r["position"] for r in records] == [1, 2, 3, 4, 5]
+    assert [r["hash"] for r in records] == list(Event.objects.order_by("position").values_list("hash", flat=True))
+
+
+def test_standalone_verifier_accepts_an_intact_export_without_django(export_file):
+    result = run_standalone(export_file)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("OK: ledger ") and "5 events" in result.stdout and "1 checkpoints match (signatures verified)" in result.stdout
+
+
+@pytest.mark.parametrize(
+    "mutate, message",
+    [
+        (lambda r: r[2]["payload"].update(to_value=9.0), "line 3: hash does not match"),
+        (lambda r: r.pop(2), "line 3: position 4, expected 3"),
+        (lambda r: r.insert(1, r.pop(2)), "line 2: position 3, expected 2"),
+        (lambda r: r[4]["payload"].update(signature=r[4]["payload"]["signature"][::-1]), "line 5: hash does not match"),
+        (lambda r: r[1].pop("actor"), "line 2: expected the fields"),
+    ],
+)
+def test_standalone_verifier_names_the_first_bad_line(export_file, mutate, message):
+    records = lines(export_file)
+    mutate(records)
+    write(export_file, records)
+    result = run_standalone(export_file)
+    assert result.returncode == 1
+    assert message in result.stderr
+
+
+def test_verifier_rejects_a_non_json_line(export_file):
+    export_file.write_text(export_file.read_text() + "{not json\n")
+    with pytest.raises(ExportError, match="line 6: not JSON"):
+        verify_export(export_file.read_text().splitlines())
+
+
+def test_import_verifies_then_keeps_the_origin(export_file):
+    source = lines(export_file)
+    source_ledger = source[0]["payload"]["ledger_id"]
+    erase_ledger()
+    local = initialise_ledger("second ledger", "user:test")
+    assert import_ledger(export_file, "user:importer") == (5, 0)
+    imported = Event.objects.filter(position__gt=1).order_by("position")
+    assert imported.count() == 5
+    first = stream_events("case/star_1/0x0x0/f32")[0]
+    assert first.origin == {
+        "ledger_id": source_ledger,
+        "position": 2,
+        "hash": source[1]["hash"],
+        "recorded_at": source[1]["recorded_at"],
+    }
+    assert first.event_id == source[1]["event_id"] and first.actor == source[1]["actor"]
+    assert set(KnownLedger.objects.values_list("ledger_id", "imported")) == {(local.data["ledger_id"], False), (source_ledger, True)}
+    report = verify_ledger()
+    assert report.ok, report.summary()
+    assert report.checkpoints == 1
+
+
+def test_importing_the_same_file_twice_adds_nothing(export_file):
+    erase_ledger()
+    initialise_ledger("second ledger", "user:test")
+    import_ledger(export_file, "user:importer")
+    assert import_ledger(export_file, "user:importer") == (0, 5)
+    assert Event.objects.count() == 6
+
+
+def test_a_bad_file_imports_nothing_and_names_the_line(export_file):
+    records = lines(export_file)
+    records[3]["actor"] = "user:mallory"
+    write(export_file, records)
+    erase_ledger()
+    initialise_ledger("second ledger", "user:test")
+    with pytest.raises(LedgerError, match="line 4: hash does not match.*nothing was imported"):
+        import_ledger(export_file, "user:importer")
+    assert Event.objects.count() == 1
+
+
+def test_a_ledger_cannot_import_its_own_export(export_file):
+    with pytest.raises(LedgerError, match="export of this ledger itself"):
+        import_ledger(export_file, "user:importer")
+
+
+def test_export_and_import_commands(export_file, tmp_path, capsys):
+    out = tmp_path / "again.jsonl"
+    call_command("ledger", "export", "--out", str(out))
+    assert out.read_text() == export_file.read_text()
+    erase_ledger()
+    call_command("ledger", "init")
+    call_command("ledger", "import", str(out))
+    assert "imported 5 events" in capsys.readouterr().out
+    with pytest.raises(CommandError, match="no such file"):
+        call_command("ledger", "import", str(tmp_path / "missing.jsonl"))
