@@ -237,15 +237,67 @@ def event_count() -> int:
 # ---- measurements --------------------------------------------------------------------------
 
 
+class QueryStats:
+    """Counts SQL statements and the time spent inside the driver's execute (round trip + server)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.seconds = 0.0
+        self.by_kind: dict[str, list] = {}
+
+    def __call__(self, execute, sql, params, many, context):
+        t0 = time.perf_counter()
+        try:
+            return execute(sql, params, many, context)
+        finally:
+            elapsed = time.perf_counter() - t0
+            self.count += 1
+            self.seconds += elapsed
+            kind = self.kind(sql)
+            entry = self.by_kind.setdefault(kind, [0, 0.0])
+            entry[0] += 1
+            entry[1] += elapsed
+
+    @staticmethod
+    def kind(sql: str) -> str:
+        words = sql.split()
+        verb = words[0].upper() if words else "?"
+        table = ""
+        for keyword in ("FROM", "INTO", "UPDATE"):
+            if keyword in (w.upper() for w in words):
+                index = [w.upper() for w in words].index(keyword)
+                if index + 1 < len(words):
+                    table = words[index + 1].strip('"')
+                    break
+        if "pg_advisory_xact_lock" in sql:
+            table = "pg_advisory_xact_lock"
+        return f"{verb} {table}".strip()
+
+    def facts(self, per: int) -> dict:
+        top = sorted(self.by_kind.items(), key=lambda kv: -kv[1][1])
+        return {
+            "statements": self.count,
+            "statements_per_event": round(self.count / per, 2) if per else None,
+            "statement_time_s": round(self.seconds, 3),
+            "by_statement": {k: {"count": n, "s": round(t, 3)} for k, (n, t) in top},
+        }
+
+
 class Phase:
     """Wall and process-CPU time of a block (and, with --profile, a cProfile dump)."""
 
-    def __init__(self, name: str, profile_dir: Path | None = None) -> None:
+    def __init__(self, name: str, profile_dir: Path | None = None, count_queries: bool = False) -> None:
         self.name = name
         self.profile_dir = profile_dir
         self.profiler = cProfile.Profile() if profile_dir else None
+        self.queries = QueryStats() if count_queries else None
 
     def __enter__(self) -> "Phase":
+        if self.queries:
+            from django.db import connection
+
+            self._wrapper = connection.execute_wrapper(self.queries)
+            self._wrapper.__enter__()
         self.load_before = os.getloadavg()[0]
         self.cpu0, self.t0 = time.process_time(), time.perf_counter()
         if self.profiler:
@@ -255,6 +307,8 @@ class Phase:
     def __exit__(self, *exc) -> None:
         if self.profiler:
             self.profiler.disable()
+        if self.queries:
+            self._wrapper.__exit__(None, None, None)
         self.wall = time.perf_counter() - self.t0
         self.cpu = time.process_time() - self.cpu0
         self.load_after = os.getloadavg()[0]
@@ -280,11 +334,12 @@ def measure_single(workload: Workload, count: int, label: str, profile_dir) -> d
 
     events = workload.batch(count)
     size_before = event_count()
-    with Phase(label, profile_dir) as phase:
+    with Phase(label, profile_dir, count_queries=True) as phase:
         for new in events:
             append(new)
     result = {"appends": count, "ledger_events_before": size_before, "appends_per_s": round(count / phase.wall, 1)}
     result.update(phase.facts())
+    result["sql"] = phase.queries.facts(count)
     log(f"  {label}: {count:,} appends in {phase.wall:.2f}s = {count / phase.wall:,.0f}/s (ledger at {size_before:,})")
     return result
 
@@ -294,7 +349,7 @@ def measure_batched(workload: Workload, count: int, batch: int, label: str, prof
 
     size_before = event_count()
     batches = [workload.batch(batch) for _ in range(count // batch)]
-    with Phase(label, profile_dir) as phase:
+    with Phase(label, profile_dir, count_queries=True) as phase:
         for events in batches:
             append_many(events)
     total = batch * len(batches)
@@ -306,6 +361,7 @@ def measure_batched(workload: Workload, count: int, batch: int, label: str, prof
         "batches_per_s": round(len(batches) / phase.wall, 2),
     }
     result.update(phase.facts())
+    result["sql"] = phase.queries.facts(total)
     log(f"  {label}: {total:,} events in {phase.wall:.2f}s = {total / phase.wall:,.0f}/s")
     return result
 
