@@ -32,7 +32,8 @@ class CheckpointSigned(Payload):
 class ResultRetracted(Payload):
     result: ResultKey
     reason: NonEmpty
-    rerun: Optional[str] = None
+    rerun: Optional[str] = None  # event id of the re-run verdict that found the result no longer holds
+    revises: Optional[str] = None  # event id of the verdict this retraction revises
 
 
 @event_type("ResultDowngraded", owner="ledger")
@@ -43,6 +44,7 @@ class ResultDowngraded(Payload):
     unit: NonEmpty = "x"
     reason: NonEmpty
     rerun: Optional[str] = None
+    revises: Optional[str] = None
 
 
 @event_type("AuditSignedOff", owner="ledger")

@@ -1,0 +1,100 @@
+"""The small interface every backend implements. It runs inside the harness child process.
+
+Kernel ABI (both languages), T = the case's element type (`_Float16`/`__half`, `float`, `double`):
+
+    C:     void stencil(const T* u, const T* a, T* y, const double* coef, int nz, int ny, int nx)
+    CUDA:  extern "C" __global__ void stencil(const T* __restrict__ u, const T* __restrict__ a,
+                                              T* __restrict__ y, const double* __restrict__ coef,
+                                              int nz, int ny, int nx)
+
+`a` is the variable coefficient field (NULL unless the type is varcoef_*); 2D cases pass nz = 1;
+`coef` holds one coefficient per symmetry class (Case.stencil.classes). Arrays are C-contiguous
+nz×ny×nx, x fastest. The kernel writes y over the case's written region (the grid minus the
+halo on every axis) and must not write anything else or touch u, a, coef.
+
+Launch configuration (JSON): CPU `{"threads": N}` (OpenMP threads; omitted = all cores);
+CUDA `{"block": [bx, by, bz], "tile": [tx, ty, tz], "shared_bytes": S}` where the grid is
+ceil(nx/tx) × ceil(ny/ty) × ceil(nz/tz) (tile defaults to block).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+from measurement.harness.cases import Case
+
+
+class CompileError(Exception):
+    """The candidate did not compile; the message is the compiler's output."""
+
+
+@dataclass(frozen=True)
+class Kernel:
+    source: str
+    launch: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One thing to measure: a kernel (candidate, straightforward, prior best) or a library baseline."""
+
+    name: str  # e.g. "candidate", "straightforward", "scipy.ndimage", "prior_best"
+    kernel: Kernel | None = None  # None: a library baseline named by `name`
+    role: str = "baseline"  # candidate | baseline | prior_best
+
+
+class Prepared(Protocol):
+    """A compiled kernel or a ready baseline for one case; `precision` is what it computes in."""
+
+    precision: str
+
+    def run(self, buffers: "Buffers", coef: Any) -> None: ...
+
+
+class Buffers(Protocol):
+    """Device (or host) arrays of one problem: inputs, output, and their checks."""
+
+    def poison_output(self) -> None: ...
+
+    def output(self) -> np.ndarray: ...
+
+    def inputs_unchanged(self) -> bool: ...
+
+    def input_array(self, name: str) -> np.ndarray: ...
+
+
+class Backend(Protocol):
+    name: str  # "cpu" | "cuda"
+
+    def describe(self) -> dict[str, Any]:
+        """Device/CPU model, capability, driver and compiler versions, flags, cache/L2 size."""
+
+    def copy_bandwidth(self, nbytes: int) -> float:
+        """Measured copy rate in bytes/s, counting read + write, for arrays of `nbytes`."""
+
+    def straightforward(self, case: Case) -> Kernel:
+        """The naive kernel: one thread/iteration per output point, every neighbour loaded."""
+
+    def baseline_names(self, case: Case) -> list[str]:
+        """Library baselines available for this case on this machine."""
+
+    def prepare(self, case: Case, variant: Variant) -> Prepared:
+        """Compile a kernel (raising CompileError) or set up a baseline."""
+
+    def allocate(self, case: Case, inputs: dict[str, np.ndarray], guard: str | None = None) -> Buffers:
+        """Place inputs and an output for one problem; `guard` = "end"/"start" puts an
+        inaccessible page right after/before each array where the backend can (CPU)."""
+
+    def coefficients(self, coef: np.ndarray) -> Any:
+        """The coefficient array in the form kernels receive (float64, on the device)."""
+
+    def time_launches(self, prepared: Prepared, buffers: Buffers, coef: Any, launches: int, flush: bool) -> list[float]:
+        """Seconds of each of `launches` launches, flushing caches/L2 before each when asked."""
+
+    def synchronize(self) -> None: ...
+
+    def environment(self) -> dict[str, Any]:
+        """State that can spoil a measurement, read just before and after timing: other
+        processes on the device (the idle check), clocks and throttle reasons, load average."""

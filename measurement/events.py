@@ -1,0 +1,87 @@
+"""Event types owned by the measurement app: case definitions, measurements and gate verdicts."""
+from __future__ import annotations
+
+from typing import Any, Literal, Optional
+
+from pydantic import Field
+
+from ledger.event_types import Payload, event_type
+
+Verdict = Literal["admitted", "rejected", "reconfirmed", "revised"]
+State = Literal["generation_failure", "compilation_failure", "runtime_error", "mismatch", "correct"]
+
+
+@event_type("CaseDefined", owner="measurement")
+class CaseDefined(Payload):
+    case: str
+    matrix: str
+    type: str
+    shape: list[int]
+    precision: Literal["f16", "f32", "f64"]
+    dims: int
+    radius: int
+    time_steps: int
+    variable_coefficient: bool
+    coefficient_classes: list[list[int]]
+    coefficients: list[float]
+    compulsory_bytes: int
+    flops: int
+
+
+class VariantEvidence(Payload):
+    name: str
+    role: Literal["candidate", "baseline", "prior_best"]
+    precision: str
+    source_hash: Optional[str] = None
+    source: Optional[str] = None
+    launch: dict[str, Any] = Field(default_factory=dict)
+    correctness: dict[str, Any]
+    timing: Optional[dict[str, Any]] = None
+
+
+class MeasurementEvidence(Payload):
+    case: str
+    backend: str
+    description: dict[str, Any]
+    environment: dict[str, Any]
+    harness_version: str
+    protocol: dict[str, Any]
+    seeds: dict[str, int]
+    copy_bandwidth: Optional[float] = None
+    variants: list[VariantEvidence]
+    bound: Optional[dict[str, Any]] = None
+    attempts: list[dict[str, Any]] = Field(default_factory=list)
+    noisy: bool = False
+
+
+@event_type("CandidateMeasured", owner="measurement")
+class CandidateMeasured(MeasurementEvidence):
+    hypothesis: str = ""
+
+
+@event_type("BaselinesMeasured", owner="measurement")
+class BaselinesMeasured(MeasurementEvidence):
+    pass
+
+
+@event_type("GateVerdict", owner="measurement")
+class GateVerdict(Payload):
+    result: str
+    case: str
+    backend: str
+    verdict: Verdict
+    state: State
+    reasons: list[str]
+    detail: str = ""
+    measurement: str  # event id of the CandidateMeasured event holding the evidence
+    candidate_source_hash: str
+    candidate_source: str
+    candidate_launch: dict[str, Any] = Field(default_factory=dict)
+    candidate_median: Optional[float] = None
+    fraction_of_copy: Optional[float] = None
+    speedup: Optional[float] = None
+    speedup_ci: Optional[list[float]] = None
+    bound: Optional[dict[str, Any]] = None
+    same_precision: Optional[bool] = None
+    prior_best: Optional[dict[str, Any]] = None
+    revises: Optional[str] = None

@@ -1,0 +1,183 @@
+"""Parent-side judgement of what the child returned: correctness reasons and timing statistics.
+
+Every rejection names one reason code; the reasons map onto the five execution states of a
+forging round (generation failure, compilation failure, runtime error, mismatch, correct).
+"""
+from __future__ import annotations
+
+import statistics
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .cases import Case
+from .isolation import Isolated
+from .oracle import FLOOR_FACTOR, TOLERANCE, make_inputs, reference, reference_at, relative_error, sample_points
+from .protocol import CheckRun, CheckSpec, TimingRun, TimingSpec
+
+REGRESSION_BAND = 0.02
+# A median below this fraction of (compulsory bytes / measured copy bandwidth) is impossible
+# for a single-pass kernel: the slack covers the copy measurement's own noise.
+IMPOSSIBLE_MARGIN = 0.9
+# The smallest numerical floor used in the floor rule, per precision (a straightforward kernel
+# can be exact on some inputs; a floor of 0 would reject any reordering).
+MIN_FLOOR = {"f16": 1e-4, "f32": 1e-7, "f64": 1e-15}
+
+STATE_OF_REASON = {
+    "compilation_failure": "compilation_failure",
+    "runtime_error": "runtime_error",
+    "timeout": "runtime_error",
+    "out_of_bounds": "runtime_error",
+}
+
+
+@dataclass
+class CheckResult:
+    label: str
+    shape: list[int]
+    seed: int
+    coefficient_set: str
+    error: float | None = None
+    floor: float | None = None
+    problem: str | None = None
+
+
+@dataclass
+class Correctness:
+    correct: bool
+    reason: str | None = None
+    detail: str = ""
+    checks: list[CheckResult] = field(default_factory=list)
+
+    @property
+    def state(self) -> str:
+        if self.correct:
+            return "correct"
+        return STATE_OF_REASON.get(self.reason or "", "mismatch")
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "state": self.state}
+
+
+def _check_one(case: Case, spec: CheckSpec, run: CheckRun, earlier: list[tuple[CheckSpec, CheckRun]], floor: float | None) -> CheckResult:
+    shaped = case.with_shape(spec.shape)
+    result = CheckResult(spec.label, list(spec.shape), spec.seed, spec.coefficient_set, floor=floor)
+    inputs = make_inputs(shaped, spec.seed)
+    ref = reference(shaped, inputs, np.asarray(spec.coefficients))
+    region = run.output[shaped.region]
+    tolerance = TOLERANCE[case.precision]
+    if not run.inputs_unchanged:
+        aliased = run.u_after is not None and relative_error(run.u_after[shaped.region], ref) <= tolerance
+        result.problem = "output_aliases_input" if aliased else "input_modified"
+        return result
+    unwritten = int(np.isnan(region).sum())
+    if unwritten:
+        result.problem = "unwritten_output"
+        result.error = float("inf")
+        return result
+    outside = run.output.copy()
+    outside[shaped.region] = np.nan
+    if not np.all(np.isnan(outside)):
+        result.problem = "wrote_outside_region"
+        return result
+    result.error = relative_error(region, ref)
+    if float(np.std(region.astype(np.float64))) == 0.0 and float(np.std(ref)) > 0.0:
+        result.problem = "constant_output"
+        return result
+    for other_spec, other_run in earlier:
+        if other_spec.shape == spec.shape and other_spec.seed != spec.seed and np.array_equal(other_run.output, run.output, equal_nan=True):
+            result.problem = "stale_result"
+            return result
+    if result.error > tolerance:
+        result.problem = "mismatch"
+    elif floor is not None and result.error > FLOOR_FACTOR[case.precision] * max(floor, MIN_FLOOR[case.precision]):
+        result.problem = "precision_below_floor"
+    return result
+
+
+def judge_checks(case: Case, specs: list[CheckSpec], runs: list[CheckRun], floors: dict[str, float] | None = None) -> Correctness:
+    results: list[CheckResult] = []
+    earlier: list[tuple[CheckSpec, CheckRun]] = []
+    for spec, run in zip(specs, runs):
+        results.append(_check_one(case, spec, run, earlier, (floors or {}).get(spec.label)))
+        earlier.append((spec, run))
+    failed = [r for r in results if r.problem]
+    if not failed:
+        return Correctness(True, checks=results)
+    main_shape = list(case_check_shape(specs))
+    if all(r.shape != main_shape for r in failed) and any(r.shape == main_shape for r in results):
+        return Correctness(False, "shape_specific", f"correct on {main_shape}, wrong on {failed[0].shape}: {failed[0].problem}", results)
+    first = failed[0]
+    detail = f"{first.label}: {first.problem}"
+    if first.error is not None and np.isfinite(first.error):
+        detail += f" (error {first.error:.3g}, tolerance {TOLERANCE[case.precision]:g}"
+        detail += f", floor {first.floor:.3g})" if first.floor is not None else ")"
+    return Correctness(False, first.problem, detail, results)
+
+
+def case_check_shape(specs: list[CheckSpec]) -> tuple[int, ...]:
+    return specs[0].shape
+
+
+def correctness_from_failure(failure: Isolated, survived_without_guards: bool | None = None) -> Correctness:
+    """A child that did not return: compile error, exception, crash or timeout."""
+    if failure.kind == "exception" and failure.value and failure.value[0] == "CompileError":
+        return Correctness(False, "compilation_failure", failure.value[1])
+    if failure.kind == "timeout":
+        return Correctness(False, "timeout", failure.error)
+    if failure.kind == "crashed" and survived_without_guards:
+        return Correctness(False, "out_of_bounds", f"{failure.error} when guard pages surround the arrays; survives without them")
+    return Correctness(False, "runtime_error", failure.error)
+
+
+@dataclass
+class VariantTiming:
+    name: str
+    pass_medians: list[float]
+    median: float
+    spread: float  # (max - min) / median over pass medians
+    achieved_bandwidth: float  # compulsory bytes / median, bytes/s
+    fraction_of_copy: float
+    gflops: float
+    impossible: bool
+    timed_output_error: float
+    timed_output_ok: bool
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def summarise_timing(case: Case, run: TimingRun, coefficients: tuple[float, ...], spec: TimingSpec) -> dict[str, VariantTiming]:
+    inputs = make_inputs(case, spec.seed)
+    points = sample_points(case, spec.sample_count, spec.sample_seed)
+    expected = reference_at(case, inputs, np.asarray(coefficients), points)
+    floor_time = case.compulsory_bytes / run.copy_bandwidth
+    summary = {}
+    for name, passes in run.samples.items():
+        medians = [statistics.median(launches) for launches in passes]
+        median = statistics.median(medians)
+        error = relative_error(np.asarray(run.output_samples[name]), expected)
+        summary[name] = VariantTiming(
+            name=name,
+            pass_medians=medians,
+            median=median,
+            spread=(max(medians) - min(medians)) / median,
+            achieved_bandwidth=case.compulsory_bytes / median,
+            fraction_of_copy=(case.compulsory_bytes / median) / run.copy_bandwidth,
+            gflops=case.flops / median / 1e9,
+            impossible=median < IMPOSSIBLE_MARGIN * floor_time,
+            timed_output_error=error,
+            timed_output_ok=error <= TOLERANCE[case.precision],
+        )
+    return summary
+
+
+def bootstrap_ratio_ci(baseline: list[float], candidate: list[float], seed: int = 0, resamples: int = 4000) -> tuple[float, float]:
+    """95% CI of median(baseline)/median(candidate), resampling passes in pairs (same pass = same conditions)."""
+    b, c = np.asarray(baseline), np.asarray(candidate)
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(0, len(b), size=(resamples, len(b)))
+    ratios = np.median(b[picks], axis=1) / np.median(c[picks], axis=1)
+    low, high = np.percentile(ratios, [2.5, 97.5])
+    return float(low), float(high)

@@ -1,0 +1,97 @@
+"""The float64 reference, independent of every kernel under test, and the error rule.
+
+Inputs are drawn fresh for each check from a recorded seed (never zeros: magnitudes in
+[0.5, 1.5] with random signs), stored in the case's precision; the reference is computed in
+float64 from exactly those stored values.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .cases import Case
+
+TOLERANCE = {"f16": 1e-2, "f32": 1e-4, "f64": 1e-4}
+# An admitted kernel's error may exceed the straightforward same-precision kernel's error
+# (the numerical floor) by at most this factor: catches arithmetic in a lower precision.
+FLOOR_FACTOR = {"f16": 5.0, "f32": 100.0, "f64": 100.0}
+
+
+def make_inputs(case: Case, seed: int) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    arrays = {}
+    for name in case.input_names:
+        magnitude = rng.uniform(0.5, 1.5, size=case.shape)
+        sign = np.where(rng.random(size=case.shape) < 0.5, -1.0, 1.0)
+        values = magnitude * sign if name == "u" else magnitude  # the coefficient field stays positive
+        arrays[name] = values.astype(case.dtype)
+    return arrays
+
+
+def _apply_once(case: Case, u: np.ndarray, coefficients: np.ndarray, halo: int) -> np.ndarray:
+    """One stencil application in float64 over the region `halo` cells inside `u`'s edges."""
+    stencil = case.stencil
+    inner = tuple(slice(halo, n - halo) for n in u.shape)
+    out = np.zeros(tuple(n - 2 * halo for n in u.shape), dtype=np.float64)
+    for offset, k in zip(stencil.offsets, stencil.class_index):
+        window = tuple(slice(s.start + o, s.stop + o) for s, o in zip(inner, offset))
+        out += coefficients[k] * u[window]
+    return out
+
+
+def reference(case: Case, inputs: dict[str, np.ndarray], coefficients: np.ndarray) -> np.ndarray:
+    """Float64 result over the written region (shape = grid minus the halo on each side)."""
+    stencil = case.stencil
+    u = inputs["u"].astype(np.float64)
+    for step in range(stencil.time_steps):
+        u = _apply_once(case, u, np.asarray(coefficients, dtype=np.float64), stencil.radius)
+    if stencil.variable_coefficient:
+        u = u * inputs["a"].astype(np.float64)[case.region]
+    return u
+
+
+def reference_at(case: Case, inputs: dict[str, np.ndarray], coefficients: np.ndarray, points: np.ndarray) -> np.ndarray:
+    """Float64 reference at selected grid points (rows of `points` = index tuples in the region).
+
+    Used to check the output of full-size timed runs without computing the whole grid.
+    Temporal types (T > 1) are evaluated on the cube of radius halo around each point.
+    """
+    stencil = case.stencil
+    h = stencil.halo
+    coefficients = np.asarray(coefficients, dtype=np.float64)
+    u = inputs["u"]
+    values = np.empty(len(points), dtype=np.float64)
+    if stencil.time_steps == 1:
+        total = np.zeros(len(points), dtype=np.float64)
+        for offset, k in zip(stencil.offsets, stencil.class_index):
+            index = tuple(points[:, axis] + offset[axis] for axis in range(stencil.dims))
+            total += coefficients[k] * u[index].astype(np.float64)
+        values = total
+    else:
+        for i, point in enumerate(points):
+            window = tuple(slice(p - h, p + h + 1) for p in point)
+            local = u[window].astype(np.float64)
+            for _ in range(stencil.time_steps):
+                local = _apply_once(case, local, coefficients, stencil.radius)
+            values[i] = local.reshape(-1)[0]
+    if stencil.variable_coefficient:
+        values *= inputs["a"][tuple(points.T)].astype(np.float64)
+    return values
+
+
+def sample_points(case: Case, count: int, seed: int) -> np.ndarray:
+    """Random points of the written region, plus its corners (where halo bugs show first)."""
+    rng = np.random.default_rng(seed)
+    h = case.stencil.halo
+    lows = np.array([h] * len(case.shape))
+    highs = np.array([n - h for n in case.shape])
+    random = rng.integers(lows, highs, size=(count, len(case.shape)))
+    corners = np.array(np.meshgrid(*[[lo, hi - 1] for lo, hi in zip(lows, highs)], indexing="ij")).reshape(len(case.shape), -1).T
+    return np.concatenate([corners, random]).astype(np.int64)
+
+
+def relative_error(output: np.ndarray, ref: np.ndarray) -> float:
+    """‖y − ref‖₂ / ‖ref‖₂ in float64; NaN or inf anywhere gives inf."""
+    y = np.asarray(output, dtype=np.float64)
+    if not np.all(np.isfinite(y)):
+        return float("inf")
+    return float(np.linalg.norm(y - ref) / np.linalg.norm(ref))

@@ -1,0 +1,20 @@
+"""Reads of measurement projections."""
+from __future__ import annotations
+
+from measurement.backends.base import Kernel
+
+from .models import CaseRow, OperatorResult
+
+
+def case_count() -> int:
+    return CaseRow.objects.count()
+
+
+def operator_result(key: str) -> OperatorResult | None:
+    return OperatorResult.objects.filter(result=key).first()
+
+
+def admitted_kernel(key: str) -> Kernel | None:
+    """The persisted prior best: the admitted (or downgraded, still standing) kernel."""
+    row = OperatorResult.objects.filter(result=key, status__in=["admitted", "downgraded"]).first()
+    return Kernel(row.source, row.launch) if row else None

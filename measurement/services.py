@@ -1,0 +1,412 @@
+"""Measurement and the operator gate: orchestrate harness children, judge, record events.
+
+The parent process never imports a device library: everything that touches the backend
+runs in a child (measurement.harness.isolation), and the parent holds the oracle.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+
+from ledger.services import NewEvent, append, append_many
+from measurement.backends.base import Kernel, Variant
+from measurement.harness.cases import Case, parse_case
+from measurement.harness.isolation import run_isolated
+from measurement.harness.judge import (
+    REGRESSION_BAND,
+    Correctness,
+    VariantTiming,
+    bootstrap_ratio_ci,
+    correctness_from_failure,
+    judge_checks,
+    summarise_timing,
+)
+from measurement.harness.plan import DEFAULT_PROTOCOL, ProtocolSettings, check_plan, harness_version, timing_spec
+from measurement.harness.protocol import CheckSpec, check_variant, time_variants
+from measurement.harness.session_info import backend_session_info
+
+from . import selectors
+
+MATRIX_DIR = Path(settings.BASE_DIR) / "fixtures" / "matrices"
+CASE_NAMESPACE = uuid.UUID("0f4d3c3e-7f0a-4a53-8d59-8c4f0e3a3b21")
+
+
+class MeasurementError(Exception):
+    pass
+
+
+def result_key(backend: str, case_id: str) -> str:
+    return f"operator/{backend}/{case_id}"
+
+
+def source_hash(source: str) -> str:
+    return hashlib.sha256(source.encode()).hexdigest()
+
+
+def finite(value: float | None) -> float | None:
+    """JSON (and so the ledger) has no inf/NaN: a non-finite number is recorded as null."""
+    return value if value is not None and math.isfinite(value) else None
+
+
+# ---- matrices --------------------------------------------------------------------------
+
+
+def matrix_cases(name: str) -> list[str]:
+    path = MATRIX_DIR / f"{name}.json"
+    if not path.is_file():
+        known = ", ".join(sorted(p.stem for p in MATRIX_DIR.glob("*.json")))
+        raise MeasurementError(f"no matrix named {name!r}; known matrices: {known}")
+    return json.loads(path.read_text())["cases"]
+
+
+def load_matrix(name: str, actor: str) -> int:
+    """Record CaseDefined for every case of the matrix (idempotent: reloading adds nothing)."""
+    events = []
+    for case_id in matrix_cases(name):
+        case = parse_case(case_id)
+        stencil = case.stencil
+        events.append(
+            NewEvent(
+                stream=f"case/{case.id}",
+                type="CaseDefined",
+                actor=actor,
+                event_id=uuid.uuid5(CASE_NAMESPACE, f"{name}/{case.id}"),
+                payload={
+                    "case": case.id,
+                    "matrix": name,
+                    "type": case.type,
+                    "shape": list(case.shape),
+                    "precision": case.precision,
+                    "dims": stencil.dims,
+                    "radius": stencil.radius,
+                    "time_steps": stencil.time_steps,
+                    "variable_coefficient": stencil.variable_coefficient,
+                    "coefficient_classes": [list(c) for c in stencil.classes],
+                    "coefficients": [float(c) for c in case.coefficients()],
+                    "compulsory_bytes": case.compulsory_bytes,
+                    "flops": case.flops,
+                },
+            )
+        )
+    before = selectors.case_count()
+    append_many(events)
+    return selectors.case_count() - before
+
+
+# ---- measuring -------------------------------------------------------------------------
+
+
+@dataclass
+class VariantReport:
+    variant: Variant
+    precision: str
+    correctness: Correctness
+    timing: VariantTiming | None = None
+
+    @property
+    def usable(self) -> bool:
+        return (
+            self.correctness.correct
+            and self.timing is not None
+            and not self.timing.impossible
+            and self.timing.timed_output_ok
+        )
+
+    def evidence(self) -> dict[str, Any]:
+        kernel = self.variant.kernel
+        correctness = self.correctness.as_dict()
+        for check in correctness["checks"]:
+            check["error"] = finite(check["error"])
+        timing = None
+        if self.timing is not None:
+            timing = self.timing.as_dict()
+            timing["timed_output_error"] = finite(timing["timed_output_error"])
+        return {
+            "name": self.variant.name,
+            "role": self.variant.role,
+            "precision": self.precision,
+            "source_hash": source_hash(kernel.source) if kernel else None,
+            "source": kernel.source if kernel else None,
+            "launch": kernel.launch if kernel else {},
+            "correctness": correctness,
+            "timing": timing,
+        }
+
+
+@dataclass
+class MeasurementReport:
+    case: Case
+    backend: str
+    description: dict[str, Any]
+    variants: dict[str, VariantReport]
+    protocol: ProtocolSettings
+    seeds: dict[str, int]
+    copy_bandwidth: float | None = None
+    environment: dict[str, Any] = field(default_factory=dict)
+    samples: dict[str, list[list[float]]] = field(default_factory=dict)
+    attempts: list[dict[str, Any]] = field(default_factory=list)
+    noisy: bool = False
+
+    @property
+    def bound(self) -> VariantReport | None:
+        usable = [r for r in self.variants.values() if r.variant.role == "baseline" and r.usable]
+        return min(usable, key=lambda r: r.timing.median) if usable else None
+
+    def evidence(self) -> dict[str, Any]:
+        bound = self.bound
+        variants = []
+        for report in self.variants.values():
+            item = report.evidence()
+            if item["timing"] is not None:
+                item["timing"]["samples"] = self.samples.get(report.variant.name, [])
+            variants.append(item)
+        return {
+            "case": self.case.id,
+            "backend": self.backend,
+            "description": self.description,
+            "environment": self.environment,
+            "harness_version": harness_version(),
+            "protocol": self.protocol.__dict__,
+            "seeds": self.seeds,
+            "copy_bandwidth": self.copy_bandwidth,
+            "variants": variants,
+            "bound": self.bound_summary() if bound else None,
+            "attempts": self.attempts,
+            "noisy": self.noisy,
+        }
+
+    def bound_summary(self) -> dict[str, Any]:
+        bound = self.bound
+        return {"name": bound.variant.name, "precision": bound.precision, "median": bound.timing.median}
+
+
+def _check(case: Case, backend: str, variant: Variant, specs: list[CheckSpec], timeout: float) -> tuple[Correctness, list]:
+    outcome = run_isolated(check_variant, (backend, case.id, variant, specs), timeout)
+    if outcome.ok:
+        return None, outcome.value
+    survived = None
+    if outcome.kind == "crashed" and any(spec.guard for spec in specs):
+        unguarded = [CheckSpec(s.label, s.shape, s.seed, s.coefficients, s.coefficient_set, None) for s in specs]
+        survived = run_isolated(check_variant, (backend, case.id, variant, unguarded), timeout).ok
+    return correctness_from_failure(outcome, survived), []
+
+
+def measure(
+    case_id: str,
+    backend: str,
+    candidate: Kernel | None = None,
+    prior_best: Kernel | None = None,
+    protocol: ProtocolSettings | None = None,
+    progress=None,
+) -> MeasurementReport:
+    """Check every variant, then time the correct ones with the canonical protocol."""
+    case = parse_case(case_id)
+    protocol = protocol or DEFAULT_PROTOCOL[backend]
+    say = progress or (lambda message: None)
+    info = run_isolated(backend_session_info, (backend, case.id), protocol.check_timeout)
+    if not info.ok:
+        raise MeasurementError(f"the {backend} backend is not usable here: {info.error}")
+    description, baseline_names, straightforward = info.value
+    variants = [Variant("straightforward", straightforward, "baseline")]
+    variants += [Variant(name) for name in baseline_names]
+    if prior_best is not None:
+        variants.append(Variant("prior_best", prior_best, "prior_best"))
+    if candidate is not None:
+        variants.append(Variant("candidate", candidate, "candidate"))
+    seed = int.from_bytes(os.urandom(8), "little") >> 2
+    specs = check_plan(case, backend, seed)
+    reports: dict[str, VariantReport] = {}
+    floors: dict[str, float] | None = None
+    for variant in variants:
+        say(f"checking {variant.name} on {len(specs)} fresh inputs")
+        failure, runs = _check(case, backend, variant, specs, protocol.check_timeout)
+        precision = description["precisions"].get(variant.name, case.precision)
+        if failure is not None:
+            reports[variant.name] = VariantReport(variant, precision, failure)
+            continue
+        correctness = judge_checks(case, specs, runs, floors if variant.role != "baseline" else None)
+        if variant.name == "straightforward":
+            if not correctness.correct:
+                raise MeasurementError(f"the harness's straightforward kernel failed its own checks: {correctness.detail}")
+            floors = {check.label: check.error for check in correctness.checks}
+        reports[variant.name] = VariantReport(variant, precision, correctness)
+    report = MeasurementReport(case, backend, description, reports, protocol, {"checks": seed})
+    timed = [r.variant for r in reports.values() if r.correctness.correct]
+    _time(report, timed, protocol, say)
+    return report
+
+
+def _time(report: MeasurementReport, timed: list[Variant], protocol: ProtocolSettings, say) -> None:
+    case, backend = report.case, report.backend
+    coefficients = tuple(float(c) for c in case.coefficients())
+    best = None
+    for attempt in range(protocol.max_attempts):
+        spec = timing_spec(protocol, report.seeds["checks"] + attempt + 1)
+        say(f"timing {len(timed)} variants: {protocol.passes} passes x {protocol.launches} launches (attempt {attempt + 1})")
+        outcome = run_isolated(time_variants, (backend, case.id, timed, coefficients, spec), protocol.timing_timeout)
+        if not outcome.ok:
+            candidate = next((v for v in timed if v.role == "candidate"), None)
+            if candidate is None:
+                raise MeasurementError(f"timing the baselines failed: {outcome.error}")
+            report.variants[candidate.name].correctness = correctness_from_failure(outcome)
+            timed = [v for v in timed if v.role != "candidate"]
+            continue
+        run = outcome.value
+        summary = summarise_timing(case, run, coefficients, spec)
+        spread = max(t.spread for t in summary.values())
+        report.attempts.append({"attempt": attempt + 1, "seed": spec.seed, "max_spread": spread, "wall_seconds": run.wall_seconds})
+        if best is None or spread < best[0]:
+            best = (spread, run, summary, spec)
+        if spread <= REGRESSION_BAND:
+            break
+    if best is None:
+        return
+    spread, run, summary, spec = best
+    report.noisy = spread > REGRESSION_BAND
+    report.copy_bandwidth = run.copy_bandwidth
+    report.samples = run.samples
+    report.seeds["timing"] = spec.seed
+    report.environment = {"before": run.environment_before, "after": run.environment_after, "order": run.order}
+    if not run.inputs_unchanged:
+        raise MeasurementError("an input changed during timing although every variant passed the input check")
+    for name, timing in summary.items():
+        report.variants[name].timing = timing
+
+
+# ---- the operator gate -----------------------------------------------------------------
+
+
+@dataclass
+class GateOutcome:
+    report: MeasurementReport
+    verdict: str
+    reasons: list[str]
+    detail: str
+    speedup: float | None
+    speedup_ci: tuple[float, float] | None
+    measured_event: Any
+    verdict_event: Any
+
+
+def _candidate_reasons(report: MeasurementReport, candidate: VariantReport) -> tuple[list[str], str, float | None, tuple | None]:
+    if not candidate.correctness.correct:
+        return [candidate.correctness.reason], candidate.correctness.detail, None, None
+    timing = candidate.timing
+    if timing is None:
+        return ["runtime_error"], "the candidate did not survive timing", None, None
+    if timing.impossible:
+        floor = report.case.compulsory_bytes / report.copy_bandwidth
+        return ["impossible_speed"], f"median {timing.median:.3e} s is below the copy-bandwidth floor {floor:.3e} s", None, None
+    if not timing.timed_output_ok:
+        return ["timed_output_mismatch"], f"output of the timed launches has error {timing.timed_output_error:.3g}", None, None
+    bound = report.bound
+    if bound is None:
+        return ["no_public_bound"], "no baseline was correct and timed on this case", None, None
+    speedup = bound.timing.median / timing.median
+    ci = bootstrap_ratio_ci(bound.timing.pass_medians, timing.pass_medians)
+    reasons = []
+    detail = f"{speedup:.3f}x over {bound.variant.name} (95% CI {ci[0]:.3f}-{ci[1]:.3f})"
+    if ci[0] <= 1.0:
+        reasons.append("not_faster_than_public_bound")
+    prior = report.variants.get("prior_best")
+    if prior is not None and prior.timing is not None and timing.median > prior.timing.median * (1 + REGRESSION_BAND):
+        reasons.append("regresses_prior_best")
+        detail += f"; {timing.median / prior.timing.median - 1:+.1%} against the prior best"
+    return reasons, detail, speedup, ci
+
+
+def gate_candidate(case_id: str, backend: str, kernel: Kernel, actor: str, hypothesis: str = "",
+                   protocol: ProtocolSettings | None = None, progress=None) -> GateOutcome:
+    key = result_key(backend, case_id)
+    prior = selectors.admitted_kernel(key)
+    if prior is not None and source_hash(prior.source) == source_hash(kernel.source):
+        prior = None
+    report = measure(case_id, backend, kernel, prior, protocol, progress)
+    return _record_verdict(report, key, actor, hypothesis, revises=None)
+
+
+def _record_verdict(report: MeasurementReport, key: str, actor: str, hypothesis: str, revises: str | None) -> GateOutcome:
+    candidate = report.variants["candidate"]
+    reasons, detail, speedup, ci = _candidate_reasons(report, candidate)
+    if revises is None:
+        verdict = "rejected" if reasons else "admitted"
+    else:
+        verdict = "revised" if reasons else "reconfirmed"
+    measured_id = uuid.uuid4()
+    bound = report.bound
+    measured = NewEvent(stream=key, type="CandidateMeasured", actor=actor, event_id=measured_id,
+                        payload={**report.evidence(), "hypothesis": hypothesis})
+    verdict_payload = {
+        "result": key,
+        "case": report.case.id,
+        "backend": report.backend,
+        "verdict": verdict,
+        "state": candidate.correctness.state,
+        "reasons": reasons,
+        "detail": detail,
+        "measurement": str(measured_id),
+        "candidate_source_hash": source_hash(candidate.variant.kernel.source),
+        "candidate_source": candidate.variant.kernel.source,
+        "candidate_launch": candidate.variant.kernel.launch,
+        "candidate_median": candidate.timing.median if candidate.timing else None,
+        "fraction_of_copy": candidate.timing.fraction_of_copy if candidate.timing else None,
+        "speedup": speedup,
+        "speedup_ci": list(ci) if ci else None,
+        "bound": report.bound_summary() if bound else None,
+        "same_precision": (bound.precision == report.case.precision) if bound else None,
+        "prior_best": _prior_summary(report),
+        "revises": revises,
+    }
+    with transaction.atomic():
+        measured_event, verdict_event = append_many(
+            [measured, NewEvent(stream=key, type="GateVerdict", actor=actor, payload=verdict_payload)]
+        )
+    return GateOutcome(report, verdict, reasons, detail, speedup, ci, measured_event, verdict_event)
+
+
+def _prior_summary(report: MeasurementReport) -> dict | None:
+    prior = report.variants.get("prior_best")
+    if prior is None:
+        return None
+    return {
+        "source_hash": source_hash(prior.variant.kernel.source),
+        "median": prior.timing.median if prior.timing else None,
+        "correct": prior.correctness.correct,
+    }
+
+
+def measure_baselines(case_id: str, backend: str, actor: str, protocol: ProtocolSettings | None = None, progress=None):
+    report = measure(case_id, backend, None, None, protocol, progress)
+    event = append(NewEvent(stream=f"case/{report.case.id}", type="BaselinesMeasured", actor=actor, payload=report.evidence()))
+    return report, event
+
+
+def rerun_gate(case_id: str, backend: str, actor: str, protocol: ProtocolSettings | None = None, progress=None) -> tuple[GateOutcome, Any]:
+    """Re-run the gate on the admitted kernel; retract or downgrade when the result no longer holds."""
+    key = result_key(backend, case_id)
+    current = selectors.operator_result(key)
+    if current is None or current.status == "retracted":
+        raise MeasurementError(f"{key} has no admitted kernel to re-run (status: {current.status if current else 'none'})")
+    kernel = Kernel(current.source, current.launch)
+    report = measure(case_id, backend, kernel, None, protocol, progress)
+    outcome = _record_verdict(report, key, actor, "gate re-run of the admitted kernel", revises=current.verdict_event)
+    rerun_id = str(outcome.verdict_event.event_id)
+    revision = None
+    if outcome.reasons:
+        revision = append(NewEvent(stream=key, type="ResultRetracted", actor=actor, payload={
+            "result": key, "reason": f"gate re-run: {', '.join(outcome.reasons)}: {outcome.detail}",
+            "rerun": rerun_id, "revises": current.verdict_event}))
+    elif outcome.speedup_ci and current.speedup and outcome.speedup_ci[1] < current.speedup * (1 - REGRESSION_BAND):
+        revision = append(NewEvent(stream=key, type="ResultDowngraded", actor=actor, payload={
+            "result": key, "from_value": current.speedup, "to_value": outcome.speedup, "unit": "x",
+            "reason": f"gate re-run measured {outcome.detail}", "rerun": rerun_id, "revises": current.verdict_event}))
+    return outcome, revision
