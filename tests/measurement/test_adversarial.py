@@ -1,0 +1,61 @@
+"""The planted cheating kernels: each one is rejected, for the right reason, on the CPU backend."""
+from pathlib import Path
+
+import pytest
+
+from measurement.backends.base import Kernel
+from measurement.harness.plan import ProtocolSettings
+from measurement.services import gate_candidate
+
+CHEATS = Path(__file__).parent / "cheats"
+QUICK = ProtocolSettings(passes=3, launches=3, warmup=1, max_attempts=1, check_timeout=120, timing_timeout=300)
+F32 = "star_1/64x64x64/f32"
+
+
+@pytest.mark.parametrize(
+    "cheat, case, reason",
+    [
+        ("half_output", F32, "unwritten_output"),
+        ("wrong_halo", F32, "wrote_outside_region"),
+        ("lower_precision", "star_1/64x64x64/f64", "precision_below_floor"),
+        ("modifies_input", F32, "input_modified"),
+        ("cached_result", F32, "stale_result"),
+        ("constant_output", F32, "constant_output"),
+        ("coefficient_shortcut", F32, "mismatch"),
+        ("hardcoded_shape", F32, "shape_specific"),
+        ("reads_out_of_bounds", F32, "out_of_bounds"),
+        ("unwritten_output", F32, "unwritten_output"),
+        ("input_alias", F32, "output_aliases_input"),
+        ("impossible_speed", F32, "impossible_speed"),
+    ],
+)
+def test_cheat_is_rejected_for_the_right_reason(ledger, cheat, case, reason):
+    kernel = Kernel((CHEATS / f"{cheat}.c").read_text(), {"threads": 1})
+    outcome = gate_candidate(case, "cpu", kernel, "agent:adversary", protocol=QUICK)
+    assert outcome.verdict == "rejected"
+    assert outcome.reasons == [reason], outcome.detail
+    verdict = outcome.verdict_event.data
+    assert verdict["reasons"] == [reason] and verdict["verdict"] == "rejected"
+    assert outcome.measured_event.data["variants"][-1]["role"] == "candidate"
+
+
+def test_a_compile_error_is_a_compilation_failure_with_the_compiler_message(ledger):
+    outcome = gate_candidate(F32, "cpu", Kernel("void stencil( { broken"), "agent:x", protocol=QUICK)
+    assert outcome.reasons == ["compilation_failure"]
+    assert outcome.verdict_event.data["state"] == "compilation_failure"
+    assert "error" in outcome.detail
+
+
+def test_a_segfault_is_a_runtime_error_and_the_worker_carries_on(ledger):
+    source = "void stencil(const float*u,const float*a,float*y,const double*c,int nz,int ny,int nx){ *(volatile int*)0 = 1; }"
+    outcome = gate_candidate(F32, "cpu", Kernel(source), "agent:x", protocol=QUICK)
+    assert outcome.reasons == ["runtime_error"] and "SIGSEGV" in outcome.detail
+    assert outcome.verdict_event.data["state"] == "runtime_error"
+
+
+def test_an_infinite_loop_is_a_timeout(ledger):
+    source = "void stencil(const float*u,const float*a,float*y,const double*c,int nz,int ny,int nx){ for(;;){} }"
+    hasty = ProtocolSettings(**{**QUICK.__dict__, "check_timeout": 8})
+    outcome = gate_candidate(F32, "cpu", Kernel(source), "agent:x", protocol=hasty)
+    assert outcome.reasons == ["timeout"]
+    assert outcome.verdict_event.data["state"] == "runtime_error"

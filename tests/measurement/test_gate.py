@@ -1,0 +1,105 @@
+"""The operator gate end to end on the CPU backend, with real measurements and real events."""
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from ledger.verification import verify_ledger
+from measurement.backends.base import Kernel
+from measurement.harness.plan import ProtocolSettings
+from measurement.models import CaseRow, OperatorResult
+from measurement.services import gate_candidate, load_matrix, measure_baselines, rerun_gate, result_key
+
+HONEST = (Path(__file__).parent / "cheats" / "honest.c").read_text()
+QUICK = ProtocolSettings(passes=3, launches=3, warmup=1, max_attempts=1)
+CASE = "star_1/64x64x64/f32"
+
+
+def test_loading_a_matrix_defines_its_cases_once(ledger):
+    assert load_matrix("cpu", "user:test") == 15
+    assert load_matrix("cpu", "user:test") == 0
+    row = CaseRow.objects.get(case="box_2/32x32x32/f32")
+    assert row.matrices == ["cpu"] and len(row.coefficients) == 10
+    assert verify_ledger().ok
+
+
+def test_baseline_measurement_records_samples_and_the_bound(ledger):
+    report, event = measure_baselines(CASE, "cpu", "user:test", QUICK)
+    data = event.data
+    names = [v["name"] for v in data["variants"]]
+    assert names[:2] == ["straightforward", "scipy.ndimage"]
+    assert data["bound"]["name"] in names
+    timing = data["variants"][0]["timing"]
+    assert len(timing["samples"]) == 3 and all(len(p) == 3 for p in timing["samples"])
+    assert all(s > 0 for p in timing["samples"] for s in p)
+    assert data["copy_bandwidth"] > 0 and len(data["harness_version"]) == 64
+    assert all(c["error"] <= 1e-4 for c in data["variants"][0]["correctness"]["checks"])
+    assert [c["shape"] for c in data["variants"][0]["correctness"]["checks"]][:2] == [[64, 64, 64], [37, 43, 65]]
+
+
+def test_an_honest_kernel_is_judged_on_speed_alone(ledger):
+    """Correct and possible: admitted or not only by its speed against the bound (with a CI)."""
+    outcome = gate_candidate(CASE, "cpu", Kernel(HONEST, {"threads": 1}), "agent:test", protocol=QUICK)
+    data = outcome.verdict_event.data
+    assert data["state"] == "correct"
+    assert data["reasons"] in ([], ["not_faster_than_public_bound"])
+    assert (outcome.verdict == "admitted") == (data["speedup_ci"][0] > 1.0)
+    assert data["speedup_ci"][0] <= data["speedup"] <= data["speedup_ci"][1]
+    assert data["bound"]["name"] in ("straightforward", "scipy.ndimage", "pystencils")
+
+
+def test_admission_rerun_and_retraction_history(ledger, monkeypatch):
+    """Admit a kernel (the gate's speed rule is lifted for this test only, by measuring it
+    against itself), then re-run the gate; the result's history comes only from events."""
+    from measurement import services
+
+    real = services._candidate_reasons
+
+    def speed_rule_lifted(report, candidate):
+        reasons, detail, speedup, ci = real(report, candidate)
+        return [r for r in reasons if r != "not_faster_than_public_bound"], detail, speedup, ci
+
+    monkeypatch.setattr(services, "_candidate_reasons", speed_rule_lifted)
+    outcome = gate_candidate(CASE, "cpu", Kernel(HONEST, {"threads": 1}), "agent:test", protocol=QUICK)
+    assert outcome.verdict == "admitted"
+    row = OperatorResult.objects.get(result=result_key("cpu", CASE))
+    assert row.status == "admitted" and row.source == HONEST and row.revisions == 0
+    monkeypatch.setattr(services, "_candidate_reasons", real)
+    rerun, revision = rerun_gate(CASE, "cpu", "user:reviewer", QUICK)
+    assert rerun.verdict_event.data["revises"] == str(outcome.verdict_event.event_id)
+    if rerun.reasons:
+        assert revision.type == "ResultRetracted" and revision.data["revises"] == str(outcome.verdict_event.event_id)
+        row.refresh_from_db()
+        assert row.status == "retracted" and row.revisions == 1
+    assert verify_ledger().ok
+
+
+def test_measure_command_prints_the_table(ledger, capsys, tmp_path):
+    call_command("measure", "--case", CASE, "--passes", "2", "--launches", "2")
+    out = capsys.readouterr().out
+    assert "straightforward" in out and "% copy BW" in out and "public bound:" in out and "BaselinesMeasured" in out
+    source = tmp_path / "k.c"
+    source.write_text(HONEST)
+    call_command("measure", "--case", CASE, "--source", str(source), "--launch", '{"threads": 1}', "--passes", "2", "--launches", "2")
+    assert "gate verdict:" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--case", "star_9/64x64x64/f32"], "radius must be 1..4"),
+        (["--case", "star_1/64x64/f32"], "3D but shape"),
+        (["--case", "star_1/64x64x64/f8"], "bad precision"),
+        (["--case", CASE, "--source", "/nonexistent.c"], "no such file"),
+        (["--case", CASE, "--source", __file__, "--launch", "{threads"], "not valid JSON"),
+    ],
+)
+def test_measure_command_errors_are_clear(ledger, args, message):
+    with pytest.raises(CommandError, match=message):
+        call_command("measure", *args)
+
+
+def test_gate_rerun_without_an_admitted_kernel_is_a_clear_error(ledger):
+    with pytest.raises(CommandError, match="has no admitted kernel"):
+        call_command("gate", "operator", "--case", CASE)
