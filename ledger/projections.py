@@ -11,6 +11,9 @@ class StreamHeads(Projection):
     name = "stream_heads"
     model = StreamHead
 
+    def key(self, event: RecordedEvent) -> str:
+        return event.stream
+
     def apply(self, event: RecordedEvent, rows: RowStore) -> None:
         current = rows.get(event.stream)
         rows.put(
@@ -29,6 +32,9 @@ class StreamHeads(Projection):
 class EventTypeCounts(Projection):
     name = "event_type_counts"
     model = EventTypeCount
+
+    def key(self, event: RecordedEvent) -> str:
+        return event.type
 
     def apply(self, event: RecordedEvent, rows: RowStore) -> None:
         current = rows.get(event.type)
@@ -73,6 +79,9 @@ class ResultStatuses(Projection):
     model = ResultStatus
     handles = frozenset({"ResultRetracted", "ResultDowngraded"})
 
+    def key(self, event: RecordedEvent) -> str:
+        return event.data["result"]
+
     def apply(self, event: RecordedEvent, rows: RowStore) -> None:
         data = event.data
         current = rows.get(data["result"]) or {"revisions": 0, "value": None, "unit": ""}
@@ -99,9 +108,13 @@ class SignOffs(Projection):
     model = SignOff
     handles = frozenset({"AuditSignedOff"})
 
+    def key(self, event: RecordedEvent) -> str:
+        data = event.data
+        return f"{data['result']}@{data['result_version']}:{data['reviewer']}"
+
     def apply(self, event: RecordedEvent, rows: RowStore) -> None:
         data = event.data
-        key = f"{data['result']}@{data['result_version']}:{data['reviewer']}"
+        key = self.key(event)
         if rows.get(key) is None:  # a second sign-off by the same reviewer adds nothing
             rows.put(
                 key,

@@ -13,6 +13,7 @@ from datetime import datetime, timezone as dt_timezone
 from typing import Any, Sequence
 
 from django.db import connection, transaction
+from django.db.models import Max
 from django.utils import timezone
 
 from . import event_types
@@ -69,7 +70,7 @@ def append_many(new_events: Sequence[NewEvent]) -> list[RecordedEvent]:
     with transaction.atomic():
         lock_chain()
         position, prev_hash = head()
-        stream_versions: dict[str, int] = {}
+        stream_versions = _stream_versions({new.stream for new, _, _ in validated})
         recorded: list[RecordedEvent] = []
         fresh: list[RecordedEvent] = []
         for new, payload, schema_version in validated:
@@ -78,9 +79,7 @@ def append_many(new_events: Sequence[NewEvent]) -> list[RecordedEvent]:
                 if existing is not None:
                     recorded.append(existing)
                     continue
-            version = stream_versions.get(new.stream)
-            if version is None:
-                version = _stream_version(new.stream)
+            version = stream_versions[new.stream]
             if new.expected_version is not None and new.expected_version != version:
                 raise ConcurrencyError(
                     f"stream {new.stream!r} is at version {version}, but the writer expected "
@@ -129,8 +128,19 @@ def _existing_event(new: NewEvent, payload: dict[str, Any], schema_version: int)
     return stored
 
 
-def _stream_version(stream: str) -> int:
-    return Event.objects.filter(stream=stream).order_by("-version").values_list("version", flat=True).first() or 0
+def _stream_versions(streams: set[str]) -> dict[str, int]:
+    """Current version of each stream (0 for a new one), in one query per 500 streams."""
+    versions = dict.fromkeys(streams, 0)
+    names = list(streams)
+    for start in range(0, len(names), 500):
+        rows = (
+            Event.objects.filter(stream__in=names[start : start + 500])
+            .values("stream")
+            .annotate(version=Max("version"))
+            .values_list("stream", "version")
+        )
+        versions.update(rows)
+    return versions
 
 
 def _seal(
@@ -171,10 +181,14 @@ def _row(event: RecordedEvent) -> Event:
 def _project(events: list[RecordedEvent]) -> None:
     projections = list(registered())
     for projection in projections:
+        wanted = [event for event in events if projection.wants(event)]
+        if not wanted:
+            continue
         rows = TableRows(projection.model, projection.key_field)
-        for event in events:
-            if projection.wants(event):
-                projection.apply(event, rows)
+        rows.prefetch(key for key in (projection.key(event) for event in wanted) if key is not None)
+        for event in wanted:
+            projection.apply(event, rows)
+        rows.flush()
     last = events[-1].position
     updated = ProjectionState.objects.update(last_position=last)
     if updated < len(projections):

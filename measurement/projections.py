@@ -12,6 +12,9 @@ class Cases(Projection):
     model = CaseRow
     handles = frozenset({"CaseDefined"})
 
+    def key(self, event: RecordedEvent) -> str:
+        return event.data["case"]
+
     def apply(self, event: RecordedEvent, rows: RowStore) -> None:
         data = event.data
         current = rows.get(data["case"])
@@ -36,6 +39,9 @@ class OperatorResults(Projection):
     name = "operator_results"
     model = OperatorResult
     handles = frozenset({"GateVerdict", "ResultRetracted", "ResultDowngraded"})
+
+    def key(self, event: RecordedEvent) -> str:
+        return event.data["result"]
 
     def apply(self, event: RecordedEvent, rows: RowStore) -> None:
         data = event.data
