@@ -407,11 +407,10 @@ class PystencilsBaseline:
             source = target
         y = buffers.array("y")
         extra = {"a": converted("a")} if s.variable_coefficient else {}
-        final = self._kernel(s.halo if s.time_steps == 1 else s.radius, final=True)
+        final = self._kernel(s.halo, final=True)  # writes exactly the case's region
         if y.dtype == work:
-            if s.time_steps == 1:
-                final(src=source, dst=y, **named, **extra)
-                return
+            final(src=source, dst=y, **named, **extra)
+            return
         target = scratch(2)
         final(src=source, dst=target, **named, **extra)
         region = case.region
@@ -490,26 +489,33 @@ def _bus_suffix(bus_id: str | None) -> str:
     return (bus_id or "").strip().lower().split(":", 1)[-1]
 
 
-def query_gpu(fields: list[str], bus_id: str | None) -> dict[str, Any]:
-    """nvidia-smi --query-gpu for our GPU; fields it does not know are left out (asked one by one
-    after a refused query); {} without nvidia-smi."""
+def _query_once(fields: list[str], bus_id: str | None) -> dict[str, Any] | None:
     wanted = ["pci.bus_id", *fields]
     text = _nvidia_smi([f"--query-gpu={','.join(wanted)}", "--format=csv,noheader,nounits"])
     if text is None:
-        if _nvidia_smi(["--query-gpu=pci.bus_id", "--format=csv,noheader"]) is None:
-            return {}
-        result: dict[str, Any] = {}
-        for name in fields:
-            part = query_gpu([name], bus_id) if len(fields) > 1 else {}
-            result.update(part)
-        if len(fields) == 1:
-            return {}
-        return result
+        return None
     rows = [[cell.strip() for cell in line.split(",")] for line in text.strip().splitlines() if line.strip()]
     row = next((r for r in rows if _bus_suffix(r[0]) == _bus_suffix(bus_id)), rows[0] if len(rows) == 1 else None)
     if row is None or len(row) != len(wanted):
         return {}
     return {name: _value(value) for name, value in zip(wanted[1:], row[1:])}
+
+
+def query_gpu(fields: list[str], bus_id: str | None) -> dict[str, Any]:
+    """nvidia-smi --query-gpu for our GPU (matched by PCI bus id); {} without nvidia-smi. When
+    the driver refuses the query (a field name it does not know), each field is asked alone and
+    the unknown ones are left out."""
+    if shutil.which("nvidia-smi") is None:
+        return {}
+    result = _query_once(fields, bus_id)
+    if result is not None:
+        return result
+    if len(fields) == 1 or _query_once([], bus_id) is None:
+        return {}
+    merged: dict[str, Any] = {}
+    for name in fields:
+        merged.update(_query_once([name], bus_id) or {})
+    return merged
 
 
 def compute_processes(bus_id: str | None) -> list[dict[str, Any]] | None:
