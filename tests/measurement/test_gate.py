@@ -95,7 +95,8 @@ def test_a_rerun_that_fails_correctness_retracts_the_result(ledger, speed_rule_l
 
 def test_a_rerun_that_is_much_slower_downgrades_the_result(ledger, speed_rule_lifted, tmp_path):
     toggle = tmp_path / "toggle"
-    slow = "(toggled ? (float)(0.0 * sin((double)i) + 1.0) : 1.0f) * "
+    # ~8 sin() per point while toggled: about 100x slower, far outside any noise of the bound.
+    slow = "(toggled ? (float)(1.0 + 0.0 * (sin(i + 1.0) + sin(i + 2.0) + sin(i + 3.0) + sin(i + 4.0) + sin(i + 5.0) + sin(i + 6.0) + sin(i + 7.0) + sin(i + 8.0))) : 1.0f) * "
     kernel = Kernel(toggled_kernel(toggle, slow).replace("#include <unistd.h>", "#include <unistd.h>\n#include <math.h>"), {"threads": 1})
     steady = ProtocolSettings(passes=5, launches=3, warmup=1, max_attempts=1)
     admitted = gate_candidate(CASE, "cpu", kernel, "agent:test", protocol=steady)
