@@ -48,6 +48,7 @@ class MeasurementEvidence(Payload):
     protocol: dict[str, Any]
     seeds: dict[str, int]
     copy_bandwidth: Optional[float] = None
+    launch_overhead: Optional[float] = None
     variants: list[VariantEvidence]
     bound: Optional[dict[str, Any]] = None
     attempts: list[dict[str, Any]] = Field(default_factory=list)

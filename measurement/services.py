@@ -151,6 +151,7 @@ class MeasurementReport:
     protocol: ProtocolSettings
     seeds: dict[str, int]
     copy_bandwidth: float | None = None
+    launch_overhead: float | None = None
     environment: dict[str, Any] = field(default_factory=dict)
     samples: dict[str, list[list[float]]] = field(default_factory=dict)
     attempts: list[dict[str, Any]] = field(default_factory=list)
@@ -178,6 +179,7 @@ class MeasurementReport:
             "protocol": self.protocol.__dict__,
             "seeds": self.seeds,
             "copy_bandwidth": self.copy_bandwidth,
+            "launch_overhead": self.launch_overhead,
             "variants": variants,
             "bound": self.bound_summary() if bound else None,
             "attempts": self.attempts,
@@ -273,6 +275,7 @@ def _time(report: MeasurementReport, timed: list[Variant], protocol: ProtocolSet
     spread, run, summary, spec = best
     report.noisy = spread > REGRESSION_BAND
     report.copy_bandwidth = run.copy_bandwidth
+    report.launch_overhead = run.launch_overhead
     report.samples = run.samples
     report.seeds["timing"] = spec.seed
     report.environment = {"before": run.environment_before, "after": run.environment_after, "order": run.order}
@@ -305,7 +308,8 @@ def _candidate_reasons(report: MeasurementReport, candidate: VariantReport) -> t
         return ["runtime_error"], "the candidate did not survive timing", None, None
     if timing.impossible:
         floor = report.case.compulsory_bytes / report.copy_bandwidth
-        return ["impossible_speed"], f"median {timing.median:.3e} s is below the copy-bandwidth floor {floor:.3e} s", None, None
+        return ["impossible_speed"], (f"median {timing.median:.3e} s less the launch overhead {report.launch_overhead:.3e} s "
+                                      f"is below the copy-bandwidth floor {floor:.3e} s"), None, None
     if not timing.timed_output_ok:
         return ["timed_output_mismatch"], f"output of the timed launches has error {timing.timed_output_error:.3g}", None, None
     bound = report.bound

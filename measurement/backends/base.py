@@ -77,6 +77,10 @@ class Backend(Protocol):
     def straightforward(self, case: Case) -> Kernel:
         """The naive kernel: one thread/iteration per output point, every neighbour loaded."""
 
+    def empty(self, case: Case) -> Kernel:
+        """A kernel with the ABI and an empty body: its time is the harness's launch overhead,
+        subtracted before the physics floor is applied."""
+
     def baseline_names(self, case: Case) -> list[str]:
         """Library baselines available for this case on this machine."""
 

@@ -538,6 +538,9 @@ class CpuBackend:
     def straightforward(self, case: Case) -> Kernel:
         return Kernel(source=codegen.straightforward_c(case), launch={})
 
+    def empty(self, case: Case) -> Kernel:
+        return Kernel(source=codegen.empty_c(case), launch={"threads": 1})
+
     def baseline_names(self, case: Case) -> list[str]:
         names = ["straightforward", "scipy.ndimage"]
         if importlib.util.find_spec("pystencils") is not None:

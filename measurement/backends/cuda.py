@@ -701,7 +701,8 @@ class CudaBackend:
         except Exception:
             free, total = None, None
         try:
-            loadavg = open("/proc/loadavg").read().split()[:3]
+            with open("/proc/loadavg") as handle:
+                loadavg = handle.read().split()[:3]
         except OSError:
             loadavg = None
         return {
@@ -741,7 +742,6 @@ class CudaBackend:
                 self.flush_l2()
                 seconds = self._time_one(launch)
                 best = seconds if best is None else min(best, seconds)
-        del src, dst
         return 2.0 * count * 16 / max(best, 1e-9)
 
     # -- variants

@@ -417,3 +417,18 @@ def composed_star1_polynomials(time_steps: int) -> dict[tuple[int, int, int], li
                 terms.append((m, math.comb(t, m) * count))
         result[cls] = terms
     return result
+
+
+def empty_c(case: Case) -> str:
+    """A kernel with the ABI and no body: timing it gives the harness's own cost of a launch."""
+    t = c_type(case.precision)
+    return (f"void stencil(const {t} *u, const {t} *a, {t} *y, const double *coef, int nz, int ny, int nx)"
+            " { (void)u; (void)a; (void)y; (void)coef; (void)nz; (void)ny; (void)nx; }\n")
+
+
+def empty_cuda(case: Case) -> str:
+    """The CUDA form of `empty_c`: a launch that does nothing."""
+    t = cuda_type(case.precision)
+    include = "#include <cuda_fp16.h>\n" if case.precision == "f16" else ""
+    return (f'{include}extern "C" __global__ void stencil(const {t}* __restrict__ u, const {t}* __restrict__ a, '
+            f"{t}* __restrict__ y, const double* __restrict__ coef, int nz, int ny, int nx) {{}}\n")

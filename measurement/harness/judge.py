@@ -17,8 +17,9 @@ from .oracle import FLOOR_FACTOR, TOLERANCE, make_inputs, reference, reference_a
 from .protocol import CheckRun, CheckSpec, TimingRun, TimingSpec
 
 REGRESSION_BAND = 0.02
-# A median below this fraction of (compulsory bytes / measured copy bandwidth) is impossible
-# for a single-pass kernel: the slack covers the copy measurement's own noise.
+# A median, less the harness's own launch overhead (an empty kernel's time), below this
+# fraction of (compulsory bytes / measured copy ceiling) is impossible for a single-pass
+# kernel: the slack covers the copy measurement's own noise.
 IMPOSSIBLE_MARGIN = 0.9
 # The smallest numerical floor used in the floor rule, per precision (a straightforward kernel
 # can be exact on some inputs; a floor of 0 would reject any reordering).
@@ -166,7 +167,7 @@ def summarise_timing(case: Case, run: TimingRun, coefficients: tuple[float, ...]
             achieved_bandwidth=case.compulsory_bytes / median,
             fraction_of_copy=(case.compulsory_bytes / median) / run.copy_bandwidth,
             gflops=case.flops / median / 1e9,
-            impossible=median < IMPOSSIBLE_MARGIN * floor_time,
+            impossible=median - run.launch_overhead < IMPOSSIBLE_MARGIN * floor_time,
             timed_output_error=error,
             timed_output_ok=error <= TOLERANCE[case.precision],
         )

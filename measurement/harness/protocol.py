@@ -56,6 +56,7 @@ class TimingRun:
     output_samples: dict[str, list[float]]  # variant -> output at the sample points (last pass)
     inputs_unchanged: bool
     copy_bandwidth: float
+    launch_overhead: float  # median time of an empty kernel's launch, seconds
     environment_before: dict[str, Any] = field(default_factory=dict)
     environment_after: dict[str, Any] = field(default_factory=dict)
     wall_seconds: float = 0.0
@@ -99,6 +100,9 @@ def time_variants(backend_name: str, case_id: str, variants: list[Variant], coef
     buffers = backend.allocate(case, make_inputs(case, spec.seed))
     coef = backend.coefficients(np.asarray(coefficients))
     names = [variant.name for variant in variants]
+    empty = backend.prepare(case, Variant("empty", backend.empty(case)))
+    overhead = sorted(backend.time_launches(empty, buffers, coef, max(9, spec.launches), spec.flush))
+    launch_overhead = overhead[len(overhead) // 2]
     if spec.warmup:
         for name in names:
             for _ in range(spec.warmup):
@@ -123,6 +127,7 @@ def time_variants(backend_name: str, case_id: str, variants: list[Variant], coef
         output_samples=output_samples,
         inputs_unchanged=buffers.inputs_unchanged(),
         copy_bandwidth=copy_bandwidth,
+        launch_overhead=launch_overhead,
         environment_before=environment_before,
         environment_after=backend.environment(),
         wall_seconds=time.perf_counter() - started,
