@@ -228,19 +228,25 @@ def measure(
     specs = check_plan(case, backend, seed)
     reports: dict[str, VariantReport] = {}
     floors: dict[str, float] | None = None
-    for variant in variants:
+    # The straightforward kernel first (its errors are the numerical floor), then the candidate:
+    # a candidate that fails its checks ends the measurement before anything is timed.
+    order = sorted(variants, key=lambda v: {"straightforward": 0, "candidate": 1}.get(v.name, 2))
+    for variant in order:
         say(f"checking {variant.name} on {len(specs)} fresh inputs")
         failure, runs = _check(case, backend, variant, specs, protocol.check_timeout)
         precision = description["precisions"].get(variant.name, case.precision)
         if failure is not None:
             reports[variant.name] = VariantReport(variant, precision, failure)
-            continue
-        correctness = judge_checks(case, specs, runs, floors if variant.role != "baseline" else None)
-        if variant.name == "straightforward":
-            if not correctness.correct:
-                raise MeasurementError(f"the harness's straightforward kernel failed its own checks: {correctness.detail}")
-            floors = {check.label: check.error for check in correctness.checks}
-        reports[variant.name] = VariantReport(variant, precision, correctness)
+        else:
+            correctness = judge_checks(case, specs, runs, floors if variant.role != "baseline" else None)
+            if variant.name == "straightforward":
+                if not correctness.correct:
+                    raise MeasurementError(f"the harness's straightforward kernel failed its own checks: {correctness.detail}")
+                floors = {check.label: check.error for check in correctness.checks}
+            reports[variant.name] = VariantReport(variant, precision, correctness)
+        if variant.role == "candidate" and not reports[variant.name].correctness.correct:
+            report = MeasurementReport(case, backend, description, reports, protocol, {"checks": seed})
+            return report
     report = MeasurementReport(case, backend, description, reports, protocol, {"checks": seed})
     timed = [r.variant for r in reports.values() if r.correctness.correct]
     _time(report, timed, protocol, say)

@@ -1,0 +1,135 @@
+"""Event types owned by the forge (the Kernel Agent): campaigns, rounds, logs, rules, branches,
+convergence and the operator map."""
+from __future__ import annotations
+
+from typing import Any, Literal, Optional
+
+from pydantic import Field
+
+from ledger.event_types import Payload, event_type
+
+ExecutionState = Literal["generation_failure", "compilation_failure", "runtime_error", "mismatch", "correct"]
+
+
+@event_type("CampaignStarted", owner="forge")
+class CampaignStarted(Payload):
+    campaign: str
+    backend: Literal["cpu", "cuda"]
+    proposer: str
+    cases: list[str]
+    rounds_per_case: int = Field(ge=1)
+    rulebook_version: int
+
+
+@event_type("CasePlanned", owner="forge")
+class CasePlanned(Payload):
+    campaign: str
+    case: str
+    backend: str
+    borrowed_from: Optional[str] = None  # the sealed cell whose diagnosis was borrowed
+    borrowed_diagnosis: Optional[str] = None
+    starts_from: Optional[str] = None  # source hash of the sealed kernel it starts from
+
+
+@event_type("RoundStarted", owner="forge")
+class RoundStarted(Payload):
+    round: str
+    campaign: str
+    case: str
+    backend: str
+    number: int = Field(ge=1)
+    branch: str = "main"
+    parent_hash: str
+    proposer: str
+
+
+@event_type("CandidateProposed", owner="forge")
+class CandidateProposed(Payload):
+    round: str
+    case: str
+    source: str
+    source_hash: str
+    launch: dict[str, Any] = Field(default_factory=dict)
+    hypothesis: str
+    lever_tags: list[str] = Field(default_factory=list)
+    subject: str
+    parent_hash: str
+    plan: Optional[dict[str, Any]] = None
+    usage: dict[str, Any] = Field(default_factory=dict)
+
+
+class RoundEnd(Payload):
+    round: str
+    case: str
+    state: ExecutionState
+    verdict_event: Optional[str] = None
+    speedup: Optional[float] = None
+    improvement: Optional[float] = None  # relative to the best before the round
+    detail: str = ""
+
+
+@event_type("RoundCommitted", owner="forge")
+class RoundCommitted(RoundEnd):
+    pass
+
+
+@event_type("RoundReverted", owner="forge")
+class RoundReverted(RoundEnd):
+    pass
+
+
+@event_type("RoundAbandoned", owner="forge")
+class RoundAbandoned(Payload):
+    round: str
+    case: str
+    reason: str
+
+
+@event_type("PerfLogged", owner="forge")
+class PerfLogged(Payload):
+    round: str
+    case: str
+    change: str
+    state: ExecutionState
+    measurement: str  # factual: what was measured
+    speedup: Optional[float] = None
+    fraction_of_copy: Optional[float] = None
+
+
+@event_type("IdeaLogged", owner="forge")
+class IdeaLogged(Payload):
+    round: str
+    case: str
+    idea: str
+
+
+@event_type("RuleTriggered", owner="forge")
+class RuleTriggered(Payload):
+    rule: str
+    case: str
+    round: str
+    detail: str
+
+
+@event_type("CaseConverged", owner="forge")
+class CaseConverged(Payload):
+    campaign: str
+    case: str
+    backend: str
+    reason: Literal["improvement_below_threshold", "budget_spent"]
+    rounds: int
+    best_speedup: Optional[float] = None
+
+
+@event_type("CellSealed", owner="forge")
+class CellSealed(Payload):
+    case: str
+    backend: str
+    diagnosis: str
+    winning_lever: Optional[str] = None
+    source: str
+    launch: dict[str, Any] = Field(default_factory=dict)
+    source_hash: str
+    verdict_event: Optional[str] = None
+    speedup: Optional[float] = None
+    fraction_of_copy: Optional[float] = None

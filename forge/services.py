@@ -1,0 +1,215 @@
+"""The Kernel Agent's loop: campaigns, rounds, rules, convergence and the operator map.
+
+A round: read the rulebook, perf log, idea log, current best and recent subjects; get ONE
+change from the proposer; gate it (measurement.services.gate_candidate); commit or revert;
+always log the change and its measurement, and the next idea. Every step is an event, so the
+loop's whole history is reconstructible from the ledger alone.
+"""
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from django.db import transaction
+
+from ledger.services import NewEvent, append, append_many
+from measurement.backends.base import Kernel
+from measurement.harness.cases import parse_case
+from measurement.harness.plan import ProtocolSettings
+from measurement.services import gate_candidate, source_hash
+
+from . import rulebook, selectors
+from .models import CaseCampaign, RoundRow
+from .projections import campaign_key
+from .proposers.base import GenerationFailure, Proposal, Proposer, RoundContext
+
+STATE_BY_REASON_DEFAULT = "mismatch"
+
+
+class ForgeError(Exception):
+    pass
+
+
+def round_stream(campaign: str, round_id: str) -> str:
+    return f"round/{campaign}/{round_id}"
+
+
+def start_campaign(cases: list[str], backend: str, proposer: str, rounds: int, actor: str) -> str:
+    """Record the campaign and plan each case (borrowing the nearest sealed cell's diagnosis)."""
+    if rounds < 1:
+        raise ForgeError("a campaign needs at least one round per case")
+    case_ids = [parse_case(case).id for case in cases]
+    campaign = str(uuid.uuid4())
+    events = [NewEvent(stream=f"campaign/{campaign}", type="CampaignStarted", actor=actor, payload={
+        "campaign": campaign, "backend": backend, "proposer": proposer, "cases": case_ids,
+        "rounds_per_case": rounds, "rulebook_version": rulebook.RULEBOOK["version"]})]
+    for case in case_ids:
+        cell = selectors.nearest_cell(case, backend)
+        own = selectors.map_cell(case, backend)
+        events.append(NewEvent(stream=f"campaign/{campaign}", type="CasePlanned", actor=actor, payload={
+            "campaign": campaign, "case": case, "backend": backend,
+            "borrowed_from": cell.key if cell else None,
+            "borrowed_diagnosis": cell.diagnosis if cell else None,
+            "starts_from": own.source_hash if own else None}))
+    append_many(events)
+    return campaign
+
+
+def start_round(campaign: str, case: str, proposer_name: str, actor: str) -> str | None:
+    """Open the next round of a case, or None when the case has converged."""
+    state = CaseCampaign.objects.get(key=campaign_key(campaign, case))
+    if state.converged:
+        return None
+    round_id = str(uuid.uuid4())
+    kernel, _ = current_kernel(state)
+    append(NewEvent(stream=round_stream(campaign, round_id), type="RoundStarted", actor=actor, expected_version=0, payload={
+        "round": round_id, "campaign": campaign, "case": case, "backend": state.backend,
+        "number": state.rounds + 1, "parent_hash": source_hash(kernel.source), "proposer": proposer_name}))
+    return round_id
+
+
+def current_kernel(state: CaseCampaign) -> tuple[Kernel, dict | None]:
+    """The kernel the next change applies to: the campaign's best, the sealed cell, or the straightforward one."""
+    if state.best:
+        return Kernel(state.best["source"], state.best["launch"]), state.best.get("plan")
+    cell = selectors.map_cell(state.case, state.backend)
+    if cell is not None:
+        return Kernel(cell.source, cell.launch), None
+    return selectors.straightforward_kernel(state.case, state.backend), None
+
+
+@dataclass
+class RoundOutcome:
+    round: str
+    status: str
+    state: str
+    speedup: float | None
+    detail: str
+
+
+def execute_round(round_id: str, proposer: Proposer, actor: str, protocol: ProtocolSettings | None = None) -> RoundOutcome:
+    """Run a started round to its end. Idempotent: an ended round is returned as it ended."""
+    row = RoundRow.objects.get(round=round_id)
+    if row.status in ("committed", "reverted", "abandoned"):
+        return RoundOutcome(round_id, row.status, row.state, row.speedup, row.detail)
+    if row.status == "proposed":
+        raise ForgeError(f"round {round_id} was proposed but never ended (its worker died): resume the campaign to abandon it")
+    state = CaseCampaign.objects.get(key=campaign_key(row.campaign, row.case))
+    stream = round_stream(row.campaign, round_id)
+    kernel, plan = current_kernel(state)
+    context = RoundContext(
+        case_id=row.case, backend=row.backend, rulebook=rulebook.as_text(),
+        perf_log=selectors.perf_log(row.case), idea_log=selectors.idea_log(row.case),
+        current_source=kernel.source, current_launch=kernel.launch,
+        profile=selectors.profile(state), borrowed_diagnosis=state.borrowed_diagnosis or None,
+        recent_subjects=selectors.recent_subjects(row.campaign, row.case),
+        must_leave_history=state.must_leave_history, current_plan=plan,
+    )
+    try:
+        proposal = proposer.propose(context)
+    except GenerationFailure as failure:
+        return _end_round(row, stream, actor, "generation_failure", None, None, f"generation failure ({failure.kind}): {failure.message}",
+                          change="(no proposal)", idea=None, committed=False)
+    append(NewEvent(stream=stream, type="CandidateProposed", actor=actor, payload={
+        "round": round_id, "case": row.case, "source": proposal.source, "source_hash": source_hash(proposal.source),
+        "launch": proposal.launch, "hypothesis": proposal.hypothesis, "lever_tags": list(proposal.lever_tags),
+        "subject": proposal.subject, "parent_hash": source_hash(kernel.source), "plan": proposal.plan, "usage": proposal.usage}))
+    outcome = gate_candidate(row.case, row.backend, Kernel(proposal.source, proposal.launch), actor, proposal.hypothesis, protocol)
+    verdict = outcome.verdict_event.data
+    before = (state.best or {}).get("speedup")
+    improvement = None
+    if outcome.verdict == "admitted" and outcome.speedup is not None:
+        improvement = outcome.speedup / before - 1 if before else outcome.speedup - 1
+    return _end_round(row, stream, actor, verdict["state"], outcome, improvement, outcome.detail,
+                      change=proposal.subject, idea=proposal.hypothesis, committed=outcome.verdict == "admitted",
+                      fraction=verdict["fraction_of_copy"])
+
+
+def _end_round(row: RoundRow, stream: str, actor: str, state: str, outcome, improvement: float | None, detail: str,
+               change: str, idea: str | None, committed: bool, fraction: float | None = None) -> RoundOutcome:
+    speedup = outcome.speedup if outcome is not None else None
+    verdict_id = str(outcome.verdict_event.event_id) if outcome is not None else None
+    measured = detail if outcome is None else (
+        f"{state}; {'admitted' if committed else 'rejected: ' + ', '.join(outcome.reasons)}; {detail}")
+    events = [
+        NewEvent(stream=stream, type="RoundCommitted" if committed else "RoundReverted", actor=actor, payload={
+            "round": row.round, "case": row.case, "state": state, "verdict_event": verdict_id,
+            "speedup": speedup, "improvement": improvement, "detail": detail}),
+        NewEvent(stream=stream, type="PerfLogged", actor=actor, payload={
+            "round": row.round, "case": row.case, "change": change, "state": state, "measurement": measured,
+            "speedup": speedup, "fraction_of_copy": fraction}),
+    ]
+    if idea:
+        events.append(NewEvent(stream=stream, type="IdeaLogged", actor=actor, payload={"round": row.round, "case": row.case, "idea": idea}))
+    with transaction.atomic():
+        append_many(events)
+        _apply_rules(row, stream, actor)
+    status = "committed" if committed else "reverted"
+    return RoundOutcome(row.round, status, state, speedup, detail)
+
+
+def _apply_rules(row: RoundRow, stream: str, actor: str) -> None:
+    state = CaseCampaign.objects.get(key=campaign_key(row.campaign, row.case))
+    threshold = rulebook.rule("outside_history")["threshold"]
+    if state.streak >= threshold:
+        append(NewEvent(stream=stream, type="RuleTriggered", actor=actor, payload={
+            "rule": "outside_history", "case": row.case, "round": row.round,
+            "detail": f"{state.streak} consecutive non-improving rounds: the next proposal must come from outside the history"}))
+    convergence = rulebook.rule("convergence")
+    window, minimum = convergence["window"], convergence["min_improvement"]
+    reason = None
+    if state.rounds >= state.budget:
+        reason = "budget_spent"
+    elif state.best and len(state.improvements) >= window and sum(state.improvements[-window:]) < minimum:
+        reason = "improvement_below_threshold"
+    if reason:
+        _converge(state, reason, actor)
+
+
+def _converge(state: CaseCampaign, reason: str, actor: str) -> None:
+    from .levers import diagnose
+
+    best = state.best
+    events = [NewEvent(stream=f"campaign/{state.campaign}", type="CaseConverged", actor=actor, payload={
+        "campaign": state.campaign, "case": state.case, "backend": state.backend, "reason": reason,
+        "rounds": state.rounds, "best_speedup": best["speedup"] if best else None})]
+    if best:
+        fraction = selectors.verdict_fraction(best["verdict"])
+        events.append(NewEvent(stream=f"map/{state.backend}/{state.case}", type="CellSealed", actor=actor, payload={
+            "case": state.case, "backend": state.backend,
+            "diagnosis": diagnose(parse_case(state.case), fraction, None),
+            "winning_lever": ",".join(best.get("tags") or []) or None, "source": best["source"], "launch": best["launch"],
+            "source_hash": best["hash"], "verdict_event": best["verdict"], "speedup": best["speedup"],
+            "fraction_of_copy": fraction}))
+    append_many(events)
+
+
+def abandon_stale_rounds(campaign: str, actor: str) -> int:
+    """A round proposed or started whose worker died is marked abandoned: nothing half-written stays open."""
+    stale = RoundRow.objects.filter(campaign=campaign, status__in=["started", "proposed"])
+    events = [NewEvent(stream=round_stream(campaign, r.round), type="RoundAbandoned", actor=actor,
+                       payload={"round": r.round, "case": r.case, "reason": f"its worker stopped while the round was {r.status}"})
+              for r in stale]
+    if events:
+        append_many(events)
+    return len(events)
+
+
+def run_campaign(campaign: str, proposer_name: str, actor: str, progress: Callable[[str, Any], None] | None = None) -> list[CaseCampaign]:
+    """Run every case of the campaign round by round until it converges. Resumable: rounds
+    left open by a dead worker are abandoned first. Each round is a Celery task (in-process
+    without a broker) on the queue of the campaign's backend."""
+    from .tasks import forge_round
+
+    abandon_stale_rounds(campaign, actor)
+    say = progress or (lambda case, outcome: None)
+    for state in CaseCampaign.objects.filter(campaign=campaign).order_by("case"):
+        queue = "gpu" if state.backend == "cuda" else "cpu"
+        while True:
+            round_id = start_round(campaign, state.case, proposer_name, actor)
+            if round_id is None:
+                break
+            result = forge_round.apply_async(args=[round_id, proposer_name, actor], queue=queue)
+            say(state.case, result.get(disable_sync_subtasks=False))
+    return list(CaseCampaign.objects.filter(campaign=campaign).order_by("case"))

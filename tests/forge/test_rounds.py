@@ -1,0 +1,143 @@
+"""The Kernel Agent's loop on the CPU backend with scripted proposers: rounds, logs, rules,
+convergence, the operator map, abandoned rounds, and rebuilding it all from the ledger."""
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+
+from forge.models import CaseCampaign, IdeaEntry, MapCell, PerfEntry, RoundRow
+from forge.proposers.base import GenerationFailure, Proposal, RoundContext
+from forge.services import abandon_stale_rounds, execute_round, start_campaign, start_round
+from ledger.models import Event
+from ledger.projection_base import registered
+from ledger.verification import rebuild_projections, verify_ledger
+from measurement.harness.plan import ProtocolSettings
+
+HONEST = (Path(__file__).parents[1] / "measurement" / "cheats" / "honest.c").read_text()
+BROKEN = "void stencil( { this does not compile"
+QUICK = ProtocolSettings(passes=3, launches=3, warmup=1, max_attempts=1)
+CASE = "star_1/64x64x64/f32"
+
+
+@dataclass
+class Scripted:
+    """Proposes the given sources in order and remembers every context it was shown."""
+
+    sources: list
+    name: str = "scripted"
+    seen: list = field(default_factory=list)
+
+    def propose(self, context: RoundContext) -> Proposal:
+        self.seen.append(context)
+        source = self.sources[len(self.seen) - 1]
+        if source is None:
+            raise GenerationFailure("the model replied without a code block", usage={"output_tokens": 12}, kind="malformed")
+        return Proposal(source=source, launch={"threads": 1}, hypothesis=f"idea {len(self.seen)}",
+                        lever_tags=(f"tag{len(self.seen)}",), subject=f"change {len(self.seen)}", usage={})
+
+
+def run_rounds(campaign: str, case: str, proposer: Scripted) -> list:
+    outcomes = []
+    while (round_id := start_round(campaign, case, proposer.name, "agent:test")) is not None:
+        outcomes.append(execute_round(round_id, proposer, "agent:test", QUICK))
+    return outcomes
+
+
+def test_non_improving_rounds_trigger_the_outside_history_rule_and_the_budget_converges(ledger):
+    campaign = start_campaign([CASE], "cpu", "scripted", 5, "user:test")
+    proposer = Scripted([BROKEN, None, BROKEN, BROKEN, BROKEN])
+    outcomes = run_rounds(campaign, CASE, proposer)
+    assert [o.state for o in outcomes] == ["compilation_failure", "generation_failure", "compilation_failure",
+                                          "compilation_failure", "compilation_failure"]
+    assert [c.must_leave_history for c in proposer.seen] == [False, False, False, True, False]
+    rules = Event.objects.filter(type="RuleTriggered")
+    assert rules.count() == 1
+    state = CaseCampaign.objects.get(campaign=campaign)
+    assert (state.rounds, state.converged, state.best) == (5, "budget_spent", None)
+    assert PerfEntry.objects.filter(case=CASE).count() == 5
+    assert "generation failure (malformed)" in PerfEntry.objects.get(round=outcomes[1].round).measurement
+    assert not MapCell.objects.exists()  # nothing admitted: nothing to seal
+
+
+def test_the_proposer_sees_the_logs_and_the_rulebook(ledger):
+    campaign = start_campaign([CASE], "cpu", "scripted", 2, "user:test")
+    proposer = Scripted([BROKEN, BROKEN])
+    run_rounds(campaign, CASE, proposer)
+    second = proposer.seen[1]
+    assert "one change per round" in second.rulebook.lower()
+    assert second.perf_log and "change 1" in second.perf_log[-1] and "compilation_failure" in second.perf_log[-1]
+    assert second.idea_log == ["idea 1"] and second.recent_subjects == ["change 1"]
+
+
+def test_an_ended_round_is_idempotent(ledger):
+    campaign = start_campaign([CASE], "cpu", "scripted", 2, "user:test")
+    proposer = Scripted([BROKEN, BROKEN])
+    round_id = start_round(campaign, CASE, "scripted", "agent:test")
+    first = execute_round(round_id, proposer, "agent:test", QUICK)
+    events = Event.objects.count()
+    assert execute_round(round_id, proposer, "agent:test", QUICK) == first
+    assert Event.objects.count() == events and len(proposer.seen) == 1
+
+
+def test_rounds_left_open_by_a_dead_worker_are_abandoned(ledger):
+    campaign = start_campaign([CASE], "cpu", "scripted", 3, "user:test")
+    round_id = start_round(campaign, CASE, "scripted", "agent:test")
+    assert abandon_stale_rounds(campaign, "agent:resume") == 1
+    assert RoundRow.objects.get(round=round_id).status == "abandoned"
+    assert execute_round(round_id, Scripted([HONEST]), "agent:test", QUICK).status == "abandoned"
+    assert abandon_stale_rounds(campaign, "agent:resume") == 0
+
+
+@pytest.fixture
+def speed_rule_lifted(monkeypatch):
+    """Lift only the must-beat-the-bound rule (a 2-core CPU cannot promise it); see tests/measurement/test_gate.py."""
+    from measurement import services
+
+    real = services._candidate_reasons
+
+    def lifted(report, candidate):
+        reasons, detail, speedup, ci = real(report, candidate)
+        return [r for r in reasons if r != "not_faster_than_public_bound"], detail, speedup, ci
+
+    monkeypatch.setattr(services, "_candidate_reasons", lifted)
+
+
+def test_convergence_seals_a_cell_and_the_next_case_borrows_its_diagnosis_not_its_code(ledger, speed_rule_lifted):
+    first = start_campaign([CASE], "cpu", "scripted", 1, "user:test")
+    outcomes = run_rounds(first, CASE, Scripted([HONEST]))
+    assert outcomes[0].status == "committed"
+    cell = MapCell.objects.get(key=f"cpu|{CASE}")
+    assert cell.source == HONEST and cell.diagnosis
+    neighbour = "star_1/64x64x64/f64"
+    second = start_campaign([neighbour], "cpu", "scripted", 1, "user:test")
+    planned = CaseCampaign.objects.get(campaign=second)
+    assert planned.borrowed_from == f"cpu|{CASE}" and planned.borrowed_diagnosis == cell.diagnosis
+    proposer = Scripted([BROKEN])
+    run_rounds(second, neighbour, proposer)
+    context = proposer.seen[0]
+    assert context.borrowed_diagnosis == cell.diagnosis
+    assert context.current_source != HONEST  # borrowed the diagnosis, started from its own straightforward kernel
+
+
+def test_the_loop_history_rebuilds_from_the_ledger_alone(ledger, speed_rule_lifted):
+    campaign = start_campaign([CASE], "cpu", "scripted", 3, "user:test")
+    run_rounds(campaign, CASE, Scripted([BROKEN, HONEST, None]))
+    forge_projections = [p for p in registered() if p.name.startswith("forge_")]
+    before = {p.name: p.live_rows() for p in forge_projections}
+    assert before["forge_perf_log"] and before["forge_idea_log"] and before["forge_operator_map"]
+    for p in forge_projections:
+        p.model.objects.all().delete()
+    rebuild_projections()
+    assert {p.name: p.live_rows() for p in forge_projections} == before
+    assert verify_ledger().ok
+
+
+def test_forge_submit_runs_one_round_on_an_external_candidate(ledger, tmp_path, capsys):
+    source = tmp_path / "candidate.c"
+    source.write_text(BROKEN)
+    call_command("forge", "submit", "--case", CASE, "--source", str(source), "--hypothesis", "unrolled neighbour sum")
+    assert "REVERTED (compilation_failure)" in capsys.readouterr().out
+    entry = PerfEntry.objects.get()
+    assert entry.change == "unrolled neighbour sum" and entry.state == "compilation_failure"
+    assert IdeaEntry.objects.get().idea == "unrolled neighbour sum"
