@@ -668,10 +668,10 @@ def _cuda_composed_loops(case: Case, p: dict[str, Any]) -> tuple[str, dict[str, 
     bx, by, bz = p["block"]
     out = [
         *_cuda_prelude(case, p),
-        *codegen._cuda_composed_tables(case),
+        *codegen.cuda_composed_tables(case),
         *_SIGNATURE,
         "{",
-        *codegen._cuda_composed_weights(),
+        *codegen.cuda_composed_weights(),
         "    const int x = blockIdx.x * blockDim.x + threadIdx.x;",
         "    const int j = blockIdx.y * blockDim.y + threadIdx.y;",
         "    const int z = blockIdx.z * blockDim.z + threadIdx.z;",
@@ -680,7 +680,7 @@ def _cuda_composed_loops(case: Case, p: dict[str, Any]) -> tuple[str, dict[str, 
         "    const int sy = nx;",
         "    const int sz = nx * ny;",
         "    const int i = (z * ny + j) * nx + x;",
-        *codegen._cuda_composed_sum(),
+        *codegen.cuda_composed_sum(),
         "    y[i] = STORE(acc);",
         "}",
     ]
@@ -857,7 +857,7 @@ class _CudaGeneral:
     def header_lines(self) -> list[str]:
         out = [*_cuda_prelude(self.case, self.p)]
         if self.composed:
-            out += codegen._cuda_composed_tables(self.case)
+            out += codegen.cuda_composed_tables(self.case)
         out += [
             f"#define BX {self.bx}",
             f"#define BY {self.by}",
@@ -872,7 +872,7 @@ class _CudaGeneral:
     def prologue(self) -> list[str]:
         out = []
         if self.composed:
-            out += codegen._cuda_composed_weights()
+            out += codegen.cuda_composed_weights()
         else:
             out += [f"    const acc_t c{k} = (acc_t)coef[{k}];" for k in range(len(self.case.stencil.classes))]
         if self.smem:

@@ -248,12 +248,12 @@ def straightforward_cuda(case: Case) -> str:
         "#define LOAD(p, k) __half2float((p)[k])" if f16 else "#define LOAD(p, k) ((acc_t)(p)[k])",
         "#define STORE(v) __float2half(v)" if f16 else "#define STORE(v) ((elem_t)(v))",
         "",
-        *(_cuda_composed_tables(case) if composed else []),
+        *(cuda_composed_tables(case) if composed else []),
         'extern "C" __global__ void stencil(const elem_t* __restrict__ u, const elem_t* __restrict__ a,',
         "                                   elem_t* __restrict__ y, const double* __restrict__ coef,",
         "                                   int nz, int ny, int nx)",
         "{",
-        *(_cuda_composed_weights() if composed else []),
+        *(cuda_composed_weights() if composed else []),
         "    const int x = blockIdx.x * blockDim.x + threadIdx.x;",
         "    const int j = blockIdx.y * blockDim.y + threadIdx.y;",
         "    const int z = blockIdx.z * blockDim.z + threadIdx.z;",
@@ -270,7 +270,7 @@ def straightforward_cuda(case: Case) -> str:
         "    const int i = (z * ny + j) * nx + x;",
     ]
     if composed:
-        out += _cuda_composed_sum()
+        out += cuda_composed_sum()
     else:
         load = lambda index: f"LOAD(u, {index})"  # noqa: E731
         out += _coefficient_locals(case, "    ")
@@ -283,7 +283,7 @@ def straightforward_cuda(case: Case) -> str:
 # T applications of star_1 in one launch: tables at file scope, weights per block, one sum per thread.
 
 
-def _cuda_composed_tables(case: Case) -> list[str]:
+def cuda_composed_tables(case: Case) -> list[str]:
     """STEPS, CLASS_OF (|dz|,|dy|,|dx| -> symmetry class) and POLY (class -> weight polynomial)."""
     s = case.stencil
     if s.classes != ((0,), (1,)) or s.dims != 3:
@@ -324,7 +324,7 @@ def _cuda_composed_tables(case: Case) -> list[str]:
     ]
 
 
-def _cuda_composed_weights() -> list[str]:
+def cuda_composed_weights() -> list[str]:
     """Every block computes the weight table from coef into shared memory (before any return)."""
     return [
         "    __shared__ acc_t w[SIDE * SIDE * SIDE];",
@@ -346,7 +346,7 @@ def _cuda_composed_weights() -> list[str]:
     ]
 
 
-def _cuda_composed_sum() -> list[str]:
+def cuda_composed_sum() -> list[str]:
     return [
         "    acc_t acc = 0;",
         "    for (int dz = -STEPS; dz <= STEPS; ++dz) {",

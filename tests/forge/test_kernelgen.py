@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 from forge.kernelgen import CUDA_DEFAULTS, Plan, effective, render
-from forge.levers import applicable, apply, diagnose, initial_plan, rank
+from forge.levers import applicable, apply, initial_plan, rank
 from measurement.backends.base import Variant
 from measurement.harness import codegen
 from measurement.harness.cases import parse_case

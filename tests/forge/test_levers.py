@@ -9,7 +9,7 @@ import pytest
 
 from forge import levers as lv
 from forge.kernelgen import Plan, effective, render
-from forge.levers import LEVERS, TAGS, Lever, applicable, apply, diagnose, diagnosis_kind, initial_plan, rank
+from forge.levers import LEVERS, TAGS, applicable, apply, diagnose, diagnosis_kind, initial_plan, rank
 from measurement.harness.cases import parse_case
 
 TYPES = ["star_1", "star_2", "star_4", "box_1", "box_2", "star2d_1", "box2d_1", "varcoef_star_1", "diamond_ts3"]
