@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Download, here, the wheels that the GPU device machine lacks into device_wheels/ (git-ignored),
+# for its Python 3.12 on manylinux x86_64. The device tool carries that folder (`carry`), and
+# scripts/device_env.sh installs it there without any index (the device reaches no registry).
+#
+#   bash scripts/device_wheels.sh            # then: run(command="bash scripts/gpu_tests.sh", carry=["device_wheels"])
+#
+# What goes in: requirements.txt minus cupy-cuda12x (the device image has cupy-cuda13x, import
+# name cupy) plus pystencils 2.0's own needs (appdirs, fasteners, ...), with dependencies
+# resolved by pip for the device's platform. What is then removed: every distribution that the
+# device image already holds (DEVICE_HAS below, from the device docs' package list: numpy,
+# scipy, sympy, torch's stack, ...), except those this project pins for its tests (pytest).
+# The working tree plus carried paths must stay under 64 MiB: the script prints the total and
+# fails above LIMIT_MB.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OUT=device_wheels
+LIMIT_MB=${LIMIT_MB:-48}
+PY=${PYTHON:-.venv/bin/python}
+
+# Distributions in the device image ('cuda' image, package list of 2026-11-17). Names normalised (PEP 503).
+DEVICE_HAS="absl-py accelerate aiofiles aiohappyeyeballs aiohttp aiosignal annotated-doc anyio attrs botorch build
+certifi charset-normalizer chex click cloudpickle cmake colorama contourpy coverage cuda-bindings cuda-core
+cuda-pathfinder cuda-toolkit cupy-cuda13x cycler cython diffrax e3nn einops equinox etils execnet filelock
+flatbuffers flax fonttools formulaic frozenlist fsspec gpytorch grpcio h11 h5py hf-xet httpcore httpx
+huggingface-hub humanize hypothesis idna imageio iniconfig interface-meta jax jax-cuda13-pjrt jax-cuda13-plugin
+jaxlib jaxtyping jinja2 joblib kiwisolver lazy-loader lightning lightning-utilities linear-operator lineax
+llvmlite lxml markdown markdown-it-py markupsafe matplotlib mdurl meson ml-dtypes mpi4py mpmath msgpack
+multidict multipledispatch mypy-extensions nanobind narwhals networkx ninja numba numba-cuda numpy numpyro
+nvidia-cublas nvidia-cuda-cupti nvidia-cuda-nvrtc nvidia-cuda-runtime nvidia-cudnn-cu13 nvidia-cufft
+nvidia-cufile nvidia-curand nvidia-cusolver nvidia-cusparse nvidia-cusparselt-cu13 nvidia-ml-py
+nvidia-nccl-cu13 nvidia-nvjitlink nvidia-nvshmem-cu13 nvidia-nvtx onnx onnx-ir onnxruntime onnxscript
+opencv-python-headless optax opt-einsum opt-einsum-fx optimistix orbax-checkpoint packaging pandas pathspec
+patsy peft pillow pip pluggy portalocker prometheus-client propcache protobuf psutil pyarrow pybind11
+py-cpuinfo pygments pyparsing pyproject-hooks pyre-extensions pytest-benchmark pytest-cov pytest-mock
+pytest-timeout pytest-xdist python-dateutil pytorch-lightning pyyaml regex requests rich sacrebleu
+safetensors scikit-build-core scikit-image scikit-learn scipy seaborn sentencepiece sentence-transformers
+setuptools shellingham simplejson six sortedcontainers statsmodels sympy tabulate tensorboard
+tensorboard-data-server tensorstore threadpoolctl tifffile tiktoken timm tokenizers toolz torch torchaudio
+torchdiffeq torch-geometric torchmetrics torchvision tqdm transformers treescope triton typer
+typing-extensions typing-inspect urllib3 uvloop wadler-lindig werkzeug wheel wrapt xarray xxhash yarl zipp"
+# (pytest is in the image too, but this project's pinned pytest 8.4.2 travels so pytest-django 4.11.1 matches.)
+
+requirements=$(mktemp)
+trap 'rm -f "$requirements"' EXIT
+grep -v -E '^\s*(#|$)' requirements.txt | grep -v -i -E '^(cupy-cuda12x|numpy|scipy)\b' >"$requirements"
+# pystencils' own needs beyond numpy/sympy (the device has those): listed so that a resolver
+# failure names them plainly.
+printf '%s\n' appdirs fasteners >>"$requirements"
+
+mkdir -p "$OUT"
+rm -f "$OUT"/*.whl
+"$PY" -m pip download --quiet --only-binary=:all: --python-version 3.12 --implementation cp --abi cp312 --abi abi3 --abi none \
+    --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 \
+    --platform manylinux2014_x86_64 --platform manylinux1_x86_64 --platform any \
+    -r "$requirements" -d "$OUT" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
+
+normalise() { echo "$1" | tr 'A-Z_.' 'a-z--'; }
+removed=()
+for wheel in "$OUT"/*.whl; do
+    name=$(normalise "$(basename "$wheel" | cut -d- -f1)")
+    for have in $DEVICE_HAS; do
+        if [ "$name" = "$have" ]; then removed+=("$name"); rm -f "$wheel"; break; fi
+    done
+done
+echo "skipped (already on the device): ${removed[*]:-none}"
+ls -1 "$OUT"
+wheels_kb=$(du -sk "$OUT" | cut -f1)
+tree_kb=$(git ls-files -z --cached --others --exclude-standard | xargs -0 du -ck 2>/dev/null | tail -1 | cut -f1)
+total_mb=$(( (wheels_kb + tree_kb) / 1024 ))
+echo "device_wheels: $((wheels_kb / 1024)) MiB; working tree: $((tree_kb / 1024)) MiB; together ${total_mb} MiB (limit 64 MiB, this script's $LIMIT_MB)"
+if [ "$total_mb" -gt "$LIMIT_MB" ]; then
+    echo "too large to carry: drop wheels the device already has (DEVICE_HAS)" >&2
+    exit 1
+fi
