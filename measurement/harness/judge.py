@@ -125,6 +125,8 @@ def correctness_from_failure(failure: Isolated, survived_without_guards: bool | 
     """A child that did not return: compile error, exception, crash or timeout."""
     if failure.kind == "exception" and failure.value and failure.value[0] == "CompileError":
         return Correctness(False, "compilation_failure", failure.value[1])
+    if failure.kind == "exception" and failure.value and failure.value[0] == "OutOfBoundsWrite":
+        return Correctness(False, "out_of_bounds", failure.value[1])
     if failure.kind == "timeout":
         return Correctness(False, "timeout", failure.error)
     if failure.kind == "crashed" and survived_without_guards:
