@@ -122,7 +122,10 @@ CELERY_TASK_ALWAYS_EAGER = not CELERY_BROKER_URL
 CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_RESULT_BACKEND = os.environ.get("CELERY_RESULT_BACKEND", CELERY_BROKER_URL or None)
 CELERY_TASK_DEFAULT_QUEUE = "cpu"
-CELERY_TASK_ROUTES = {"measurement.tasks.*gpu*": {"queue": "gpu"}}
+# Two queues: `cpu` (ledger work, CPU measurements, CPU forging rounds) and `gpu` (rounds and
+# measurements of the cuda backend; callers pick the queue by backend). GPU hosts run
+# `celery -A config worker -Q gpu --concurrency 1`, one measurement at a time per GPU.
+CELERY_TASK_QUEUES = {"cpu": {"exchange": "cpu", "routing_key": "cpu"}, "gpu": {"exchange": "gpu", "routing_key": "gpu"}}
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 

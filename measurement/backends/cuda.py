@@ -43,7 +43,6 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-import cupy
 import numpy as np
 
 from measurement.harness import codegen
@@ -55,6 +54,18 @@ NVRTC_OPTIONS = ("--std=c++17",)
 LAUNCH_KEYS = {"block", "tile", "shared_bytes"}
 DEFAULT_SHARED_LIMIT = 48 * 1024
 BASELINES_ENV = "FORGESTENCIL_CUDA_BASELINES"
+class _LazyCupy:
+    """CuPy, imported on first use: no module imports cupy at its top level, so importing this
+    one (e.g. to read its docstring or constants) works on a machine without a GPU."""
+
+    def __getattr__(self, name: str) -> Any:
+        import cupy as module
+
+        return getattr(module, name)
+
+
+cupy = _LazyCupy()
+
 LIBRARY_BASELINES = ("cupyx.ndimage", "pystencils", "torch.conv")
 COPY_LAUNCHES = 20
 PAD_ROWS = 8
