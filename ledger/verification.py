@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from datetime import datetime, timezone as dt_timezone
 from typing import Any, Callable, Iterator
 
 from django.db import transaction
@@ -64,7 +65,33 @@ class _Failure(Exception):
 
 
 def _rows() -> Iterator[tuple]:
-    return Event.objects.order_by("position").values_list(*COLUMNS).iterator(chunk_size=5000)
+    """Event rows straight from a (server-side, on PostgreSQL) cursor, without the ORM's
+    per-row converters, which cost about a third of a verify; the two columns whose raw form
+    differs by database (UUID, timestamp) are normalised to the body's form here."""
+    with connection.chunked_cursor() as cursor:
+        cursor.execute(f"SELECT {', '.join(COLUMNS)} FROM {Event._meta.db_table} ORDER BY position")
+        while batch := cursor.fetchmany(5000):
+            for row in batch:
+                yield (row[0], _uuid_text(row[1]), *row[2:7], _timestamp_text(row[7]), *row[8:])
+
+
+def _uuid_text(value) -> str:
+    text = str(value)  # uuid.UUID on PostgreSQL; 32 hex digits on SQLite
+    return f"{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}" if len(text) == 32 else text
+
+
+def _timestamp_text(value) -> str:
+    if isinstance(value, str):  # "YYYY-MM-DD HH:MM:SS[.ffffff]", UTC
+        value = datetime.fromisoformat(value)
+    if value.tzinfo is None:  # SQLite keeps UTC without an offset
+        value = value.replace(tzinfo=dt_timezone.utc)
+    return iso_utc(value)
+
+
+def _dispatch() -> dict[str, list]:
+    """For each event type, the projections that handle it (checked once, not per event)."""
+    projections = list(registered())
+    return {name: [p for p in projections if p.handles is None or name in p.handles] for name in event_types.all_types()}
 
 
 def _check_row(row: tuple, expected_position: int, prev_hash: str) -> RecordedEvent:
@@ -84,8 +111,8 @@ def _check_row(row: tuple, expected_position: int, prev_hash: str) -> RecordedEv
         event_types.get(event.type)
     except UnknownEventType as exc:
         raise _Failure(position, str(exc)) from None
-    columns = {"position": position, "event_id": str(event_id), "stream": stream, "version": version, "type": type_,
-               "schema_version": schema_version, "actor": actor, "recorded_at": iso_utc(recorded_at)}
+    columns = {"position": position, "event_id": event_id, "stream": stream, "version": version, "type": type_,
+               "schema_version": schema_version, "actor": actor, "recorded_at": recorded_at}
     for name, value in columns.items():
         if getattr(event, name) != value:
             raise _Failure(position, f"column {name}={value!r} differs from the hashed body's {getattr(event, name)!r} (column edited)")
@@ -101,6 +128,7 @@ def verify_ledger(progress: Progress | None = None, replay: bool = True) -> Veri
     local_ledger: str | None = None
     prev_hash = GENESIS_HASH
     position = 0
+    handlers = _dispatch()
     outermost = not connection.in_atomic_block
     try:
         with transaction.atomic():  # one consistent snapshot of the events and the projections
@@ -121,9 +149,8 @@ def verify_ledger(progress: Progress | None = None, replay: bool = True) -> Veri
                 if event.type == "CheckpointSigned":
                     checkpoints.append(event)
                 if replay:
-                    for projection in registered():
-                        if projection.wants(event):
-                            projection.apply(event, scratch[projection.name])
+                    for projection in handlers[event.type]:
+                        projection.apply(event, scratch[projection.name])
                 if progress and position % 100_000 == 0:
                     progress(position)
             report.events, report.head_position, report.head_hash = position, position, prev_hash
@@ -181,13 +208,13 @@ def rebuild_projections(progress: Progress | None = None) -> int:
     with transaction.atomic():
         lock_chain()
         scratch = {projection.name: MemoryRows() for projection in registered()}
+        handlers = _dispatch()
         position = 0
         for row in Event.objects.order_by("position").values_list("body", "prev_hash", "hash").iterator(chunk_size=5000):
             event = RecordedEvent.from_body(*row)
             position = event.position
-            for projection in registered():
-                if projection.wants(event):
-                    projection.apply(event, scratch[projection.name])
+            for projection in handlers[event.type]:
+                projection.apply(event, scratch[projection.name])
             if progress and position % 100_000 == 0:
                 progress(position)
         for projection in registered():
