@@ -1,4 +1,6 @@
-"""Server-rendered audit pages. Views only read through the ledger's selectors."""
+"""Server-rendered audit pages. Views only read (selectors and projections), never write."""
+import uuid
+
 from django.core.paginator import Paginator
 from django.shortcuts import get_object_or_404, render
 
@@ -36,6 +38,16 @@ def event_browser(request):
 def event_detail(request, position: int):
     event = _record(get_object_or_404(Event, position=position))
     return render(request, "frontend/event.html", {"event": event})
+
+
+def operator_table(request):
+    """Every (backend, case) the gate has admitted a kernel for, with its current status."""
+    from measurement.models import CaseRow, OperatorResult
+
+    results = OperatorResult.objects.order_by("backend", "case")
+    positions = dict(Event.objects.filter(event_id__in=[r.verdict_event for r in results]).values_list("event_id", "position"))
+    rows = [{"result": r, "verdict_position": positions.get(uuid.UUID(r.verdict_event))} for r in results]
+    return render(request, "frontend/operators.html", {"rows": rows, "case_count": CaseRow.objects.count()})
 
 
 def _record(event: Event) -> RecordedEvent:
