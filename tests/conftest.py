@@ -46,6 +46,22 @@ def transactional_ledger(_guards_back_after_flush, transactional_db):
     remove_guards(connection)
 
 
+@pytest.fixture
+def speed_rule_lifted(monkeypatch):
+    """Lift only the gate's must-beat-the-public-bound rule (a shared 2-core CPU cannot
+    promise a CI above 1); every other check still runs. For tests of what happens after
+    admission."""
+    from measurement import services
+
+    real = services._candidate_reasons
+
+    def lifted(report, candidate):
+        reasons, detail, speedup, ci = real(report, candidate)
+        return [r for r in reasons if r != "not_faster_than_public_bound"], detail, speedup, ci
+
+    monkeypatch.setattr(services, "_candidate_reasons", lifted)
+
+
 def downgrade(result: str, to_value: float, **extra) -> NewEvent:
     return NewEvent(
         stream=result,

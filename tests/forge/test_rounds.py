@@ -89,20 +89,6 @@ def test_rounds_left_open_by_a_dead_worker_are_abandoned(ledger):
     assert abandon_stale_rounds(campaign, "agent:resume") == 0
 
 
-@pytest.fixture
-def speed_rule_lifted(monkeypatch):
-    """Lift only the must-beat-the-bound rule (a 2-core CPU cannot promise it); see tests/measurement/test_gate.py."""
-    from measurement import services
-
-    real = services._candidate_reasons
-
-    def lifted(report, candidate):
-        reasons, detail, speedup, ci = real(report, candidate)
-        return [r for r in reasons if r != "not_faster_than_public_bound"], detail, speedup, ci
-
-    monkeypatch.setattr(services, "_candidate_reasons", lifted)
-
-
 def test_convergence_seals_a_cell_and_the_next_case_borrows_its_diagnosis_not_its_code(ledger, speed_rule_lifted):
     first = start_campaign([CASE], "cpu", "scripted", 1, "user:test")
     outcomes = run_rounds(first, CASE, Scripted([HONEST]))

@@ -49,22 +49,6 @@ def test_an_honest_kernel_is_judged_on_speed_alone(ledger):
     assert data["bound"]["name"] in ("straightforward", "scipy.ndimage", "pystencils")
 
 
-@pytest.fixture
-def speed_rule_lifted(monkeypatch):
-    """Admission normally needs a CI of the speedup above 1 against the public bound, which a
-    CPU kernel on a shared 2-core machine cannot promise; these tests are about what happens
-    after admission, so they lift that one rule (every other check still runs)."""
-    from measurement import services
-
-    real = services._candidate_reasons
-
-    def lifted(report, candidate):
-        reasons, detail, speedup, ci = real(report, candidate)
-        return [r for r in reasons if r != "not_faster_than_public_bound"], detail, speedup, ci
-
-    monkeypatch.setattr(services, "_candidate_reasons", lifted)
-
-
 def toggled_kernel(toggle: Path, when_toggled: str) -> str:
     """The honest kernel, changed by `when_toggled` while the file `toggle` exists: how a
     driver or library update can change an admitted kernel's behaviour after admission."""
