@@ -1,27 +1,37 @@
 #!/usr/bin/env python
 """Benchmark the ledger: append throughput, fill to N events, verify and rebuild at N.
 
-Standalone: it creates a fresh database (a new SQLite file, or a dropped-and-recreated
-PostgreSQL database), points DATABASE_URL at it, sets up Django, migrates, initialises a
-ledger and then measures, in this order:
+Standalone: it creates a fresh database (a new SQLite file in a temp dir, or a dropped and
+recreated PostgreSQL database, default `ledger_bench` on 127.0.0.1), points DATABASE_URL at
+it, sets up Django, migrates, initialises a ledger and then measures, in this order:
 
-1. single appends: `append()` called sequentially, one transaction each, projections inline;
-2. batched appends: `append_many()` in batches (default 500);
-3. for every --events N (ascending): fill the ledger to N events with batched appends,
-   time `verify_ledger()` (report.ok must be True) and `rebuild_projections()`, then probe
-   single-append throughput again at that size.
+1. single appends: `append()` called sequentially, one transaction each, projections inline
+   (default 5,000 appends, repeated 3 times, the median run kept);
+2. batched appends: `append_many()` in batches of 500 (default 20,000 events, 3 times);
+3. for every --events N (ascending): fill the ledger to N events with batched appends
+   (progress on stderr), time `verify_ledger()` (report.ok must be True) and
+   `rebuild_projections()`, then probe single and batched append throughput at that size.
+
+Every timed phase records wall time, this process's CPU time, the 1-minute load average and
+(for appends) the SQL statements issued, by kind, with the time spent inside the driver.
 
 Results are merged into the JSON file (--out) keyed by database and size, so SQLite and
 PostgreSQL runs (or a 100k and a 1M run) can be done separately without overwriting each
-other. `--table` prints the markdown table of docs/ledger_benchmarks.md from that JSON.
+other; a `targets` section is recomputed from whatever the file then holds.
+`--table` prints the markdown table of docs/ledger_benchmarks.md from that JSON.
 
-    .venv/bin/python benchmarks/ledger_bench.py --db postgres --events 100000 --events 1000000 \
+    .venv/bin/python benchmarks/ledger_bench.py --db postgres --snapshot --events 100000 --events 1000000 \
         --out docs/benchmarks/ledger.json
     .venv/bin/python benchmarks/ledger_bench.py --table --out docs/benchmarks/ledger.json
 
-The workload: events spread over ~1,000 result streams ("case/<stencil>/<size>/<dtype>"),
-a mix of ResultDowngraded (on the result's stream, updating result_status) and
-AuditSignedOff (adding sign_offs rows), by a handful of actors; deterministic (seeded).
+Useful options: --snapshot (benchmark a clean `git archive HEAD`, immune to edits of the
+working tree during a long run), --profile DIR (cProfile dump + top functions per phase),
+--no-write, --fill direct (reach a size by bulk-inserting sealed events without inline
+projections, then rebuild; for when append_many cannot reach it in --max-fill-minutes).
+
+The workload: events spread over 1,000 result streams ("case/<stencil>/<size>/<dtype>", mildly
+skewed), 60% ResultDowngraded (result_status) and 40% AuditSignedOff (sign_offs), by a
+handful of actors; deterministic (seeded).
 """
 from __future__ import annotations
 
@@ -161,6 +171,15 @@ def _git(*cmd: str) -> str | None:
         return None
 
 
+def source_fingerprint() -> str:
+    import hashlib
+
+    digest = hashlib.sha256()
+    for path in sorted((ROOT / "ledger").glob("*.py")):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
 def machine_facts(args) -> dict:
     import django
     from django.db import connection
@@ -190,8 +209,12 @@ def machine_facts(args) -> dict:
         "django": django.get_version(),
         "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
         "django_debug": bool(args.debug),
-        "git_commit": _git("rev-parse", "HEAD"),
-        "git_dirty_ledger": bool(_git("status", "--porcelain", "--", "ledger")),
+        "git_commit": os.environ.get("LEDGER_BENCH_SNAPSHOT") or _git("rev-parse", "HEAD"),
+        "code": ("clean snapshot of git_commit (--snapshot)" if os.environ.get("LEDGER_BENCH_SNAPSHOT")
+                 else "working tree" + (" (ledger/ has uncommitted changes)"
+                                        if _git("status", "--porcelain", "--", "ledger") else "")),
+        # the tree is edited while benchmarks run: fingerprint the ledger code this run imported
+        "ledger_source_sha256": source_fingerprint(),
     }
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
@@ -386,7 +409,7 @@ def fill(workload: Workload, target: int, batch: int, deadline: float) -> dict:
     last_report = t0
     generate = 0.0
     aborted = None
-    with Phase("fill") as phase:
+    with Phase("fill", count_queries=True) as phase:
         while position < target:
             if time.monotonic() > deadline:
                 aborted = "fill time limit reached (--max-fill-minutes)"
@@ -404,8 +427,11 @@ def fill(workload: Workload, target: int, batch: int, deadline: float) -> dict:
                     f"{rate:,.0f} ev/s, eta {eta / 60:.1f} min")
                 last_report = now
     appended = position - start_count
+    sql = phase.queries.facts(appended or 1)
     result = {
         "mode": "append_many",
+        "sql_statement_time_s": sql["statement_time_s"],
+        "sql_by_statement": sql["by_statement"],
         "from_events": start_count,
         "to_events": position,
         "events_per_s": round(appended / phase.wall, 1) if phase.wall else None,
@@ -585,9 +611,9 @@ def markdown_table(data: dict) -> str:
 
     lines = []
     runs = data.get("runs", {})
-    lines.append("| database | ledger size | single append/s | batched append/s (batch) | fill ev/s | "
-                 "verify s | rebuild s | verify ok | single append/s at size |")
-    lines.append("|---|---:|---:|---:|---:|---:|---:|:---:|---:|")
+    lines.append("| database | ledger size (events) | single append/s | batched append/s (batch size) | "
+                 "fill to this size, ev/s (how) | verify s | rebuild s | verify ok |")
+    lines.append("|---|---:|---:|---:|---:|---:|---:|:---:|")
     for db in ("postgres", "sqlite"):
         entry = data.get("results", {}).get(db)
         if not entry:
@@ -596,8 +622,8 @@ def markdown_table(data: dict) -> str:
         single = tp.get("single_append", {})
         batched = tp.get("batched_append", {})
         lines.append(
-            f"| {db} | {num(single.get('ledger_events_before'))} | {num(single.get('appends_per_s'))} | "
-            f"{num(batched.get('events_per_s'))} ({batched.get('batch_size', '—')}) | — | — | — | — | — |"
+            f"| {db} | ~{num(single.get('ledger_events_before'))} | {num(single.get('appends_per_s'))} | "
+            f"{num(batched.get('events_per_s'))} ({batched.get('batch_size', '—')}) | — | — | — | — |"
         )
         for size in sorted(entry.get("sizes", {}), key=int):
             s = entry["sizes"][size]
@@ -608,10 +634,14 @@ def markdown_table(data: dict) -> str:
             mode = fill.get("mode", "?").split(" ")[0].replace("direct_bulk_insert", "direct")
             verify, rebuild = s.get("verify", {}), s.get("rebuild", {})
             ok = {True: "yes", False: "**NO**", None: "—"}[verify.get("ok")]
+            single = s.get("single_append_probe", {})
+            batched = s.get("batched_append_probe", {})
+            batch_size = f" ({batched['batch_size']})" if batched else ""
             lines.append(
-                f"| {db} | {label} | — | — | {num(fill.get('events_per_s'))} ({mode}) | "
-                f"{num(verify.get('wall_s'), '{:,.1f}')} | {num(rebuild.get('wall_s'), '{:,.1f}')} | {ok} | "
-                f"{num(s.get('single_append_probe', {}).get('appends_per_s'))} |"
+                f"| {db} | {label} | {num(single.get('appends_per_s'))} | "
+                f"{num(batched.get('events_per_s'))}{batch_size} | "
+                f"{num(fill.get('events_per_s'))} ({mode}) | "
+                f"{num(verify.get('wall_s'), '{:,.1f}')} | {num(rebuild.get('wall_s'), '{:,.1f}')} | {ok} |"
             )
     lines.append("")
     lines.append("| target (issue, 2-core machine) | goal | measured | met |")
@@ -661,7 +691,8 @@ def parse_args(argv=None):
     parser.add_argument("--batched", type=int, default=20000, help="events to append_many() for the batched timing")
     parser.add_argument("--batch-size", type=int, default=500)
     parser.add_argument("--repeat", type=int, default=3, help="repetitions of each throughput timing (median kept)")
-    parser.add_argument("--probe", type=int, default=1000, help="single appends timed again at each size (0: skip)")
+    parser.add_argument("--probe", type=int, default=1000,
+                        help="single appends (and 5x as many batched) timed again at each size (0: skip)")
     parser.add_argument("--warmup", type=int, default=200, help="untimed appends before measuring")
     parser.add_argument("--streams", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=20240611)
@@ -673,6 +704,8 @@ def parse_args(argv=None):
     parser.add_argument("--pg-url", default=DEFAULT_PG_URL, help="PostgreSQL database to DROP and recreate")
     parser.add_argument("--force-drop", action="store_true", help="allow --pg-url names without 'bench'")
     parser.add_argument("--sqlite-path", help="SQLite file to (re)create (default: a temp dir)")
+    parser.add_argument("--snapshot", metavar="GIT_REF", nargs="?", const="HEAD",
+                        help="benchmark a clean `git archive` of GIT_REF (default HEAD) instead of the working tree")
     parser.add_argument("--tmp-dir", help="where temp dirs go (default: system temp)")
     parser.add_argument("--keep", action="store_true", help="keep the benchmark database afterwards")
     parser.add_argument("--debug", action="store_true", help="run with DEBUG on (query log); default off like production")
@@ -684,96 +717,132 @@ def parse_args(argv=None):
     return args
 
 
+def drop_database(args, db_info: dict) -> None:
+    if args.db == "postgres":
+        import psycopg
+        from urllib.parse import urlsplit, urlunsplit
+
+        parts = urlsplit(args.pg_url)
+        with psycopg.connect(urlunsplit(("postgresql", parts.netloc, "/postgres", "", "")), autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{parts.path.lstrip("/")}"')
+    shutil.rmtree(db_info["var_dir"], ignore_errors=True)
+    if args.sqlite_path:
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{args.sqlite_path}{suffix}").unlink(missing_ok=True)
+
+
+def run_in_snapshot(args, command: str, argv: list[str]) -> int:
+    """Re-run this script from `git archive <ref>` in a temp dir, so edits made to the working
+    tree while a long benchmark runs (imports happen lazily) cannot leak into it."""
+    commit = _git("rev-parse", args.snapshot)
+    if not commit:
+        raise SystemExit(f"cannot resolve git ref {args.snapshot!r}")
+    snap = Path(tempfile.mkdtemp(prefix=f"ledger_bench_src_{commit[:8]}_", dir=args.tmp_dir))
+    archive = subprocess.run(["git", "archive", commit], cwd=ROOT, capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(snap)], input=archive, check=True)
+    (snap / "benchmarks").mkdir(exist_ok=True)
+    shutil.copy2(__file__, snap / "benchmarks" / "ledger_bench.py")  # this version of the bench itself
+    env = dict(os.environ, LEDGER_BENCH_SNAPSHOT=commit, LEDGER_BENCH_COMMAND=command)
+    child_argv = list(argv) + ["--out", str(args.out.resolve())]
+    if args.sqlite_path:
+        child_argv += ["--sqlite-path", str(Path(args.sqlite_path).resolve())]
+    log(f"running against a snapshot of {args.snapshot} = {commit[:12]} in {snap}")
+    try:
+        # cwd matters: the Celery Django fixup puts os.getcwd() first on sys.path
+        return subprocess.run([sys.executable, str(snap / "benchmarks" / "ledger_bench.py"), *child_argv], env=env,
+                              cwd=snap).returncode
+    finally:
+        shutil.rmtree(snap, ignore_errors=True)
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
     if args.table:
         print(markdown_table(load_results(args.out)))
         return 0
 
-    command = shlex.join([".venv/bin/python" if Path(sys.executable).parent.parent == ROOT / ".venv" else sys.executable,
-                          os.path.relpath(__file__, ROOT) if Path(__file__).is_relative_to(ROOT) else __file__,
-                          *(argv if argv is not None else sys.argv[1:])])
+    command = os.environ.get("LEDGER_BENCH_COMMAND") or shlex.join(
+        [".venv/bin/python" if Path(sys.executable).parent.parent == ROOT / ".venv" else sys.executable,
+         os.path.relpath(__file__, ROOT) if Path(__file__).is_relative_to(ROOT) else __file__,
+         *(argv if argv is not None else sys.argv[1:])])
+    if args.snapshot and "LEDGER_BENCH_SNAPSHOT" not in os.environ:
+        return run_in_snapshot(args, command, argv if argv is not None else sys.argv[1:])
     started = datetime.now(timezone.utc)
     run_id = f"{args.db}-{started.strftime('%Y%m%dT%H%M%SZ')}"
     log(f"ledger bench {run_id}: {command}")
     db_info = prepare_database(args)
-    setup_django()
+    from django.db import connection  # settings are read lazily, at first use after setup_django()
 
-    from django.db import connection
-    from ledger.services import initialise_ledger
+    try:
+        setup_django()
 
-    run_facts = {"command": command, "date": started.isoformat(timespec="seconds"), "machine": machine_facts(args),
-                 "workload": {"streams": args.streams, "seed": args.seed,
-                              "mix": "60% ResultDowngraded, 40% AuditSignedOff (8 reviewers, result_version 1-12)"},
-                 "database": {k: v for k, v in db_info.items() if k != "var_dir"}}
-    log(f"  {run_facts['machine']['database_server']}, {run_facts['machine']['cpu_count']} CPUs, "
-        f"load {run_facts['machine']['load_average_at_start']}")
-    initialise_ledger("benchmark ledger", "user:bench")
-    workload = Workload(streams=args.streams, seed=args.seed)
-    profile = args.profile
+        from ledger.services import initialise_ledger
 
-    for new in workload.batch(args.warmup):  # warm caches, connection, pydantic
-        from ledger.services import append
+        run_facts = {"command": command, "date": started.isoformat(timespec="seconds"), "machine": machine_facts(args),
+                     "workload": {"streams": args.streams, "seed": args.seed,
+                                  "mix": "60% ResultDowngraded, 40% AuditSignedOff (8 reviewers, result_version 1-12)"},
+                     "database": {k: v for k, v in db_info.items() if k != "var_dir"}}
+        log(f"  {run_facts['machine']['database_server']}, {run_facts['machine']['cpu_count']} CPUs, "
+            f"load {run_facts['machine']['load_average_at_start']}")
+        initialise_ledger("benchmark ledger", "user:bench")
+        workload = Workload(streams=args.streams, seed=args.seed)
+        profile = args.profile
 
-        append(new)
-    throughput = None
-    if not args.skip_throughput:
-        throughput = {
-            "single_append": median_of(args.repeat, "appends_per_s",
-                                       lambda i: measure_single(workload, args.single, f"single_append_{i}", profile)),
-            "batched_append": median_of(args.repeat, "events_per_s",
-                                        lambda i: measure_batched(workload, args.batched, args.batch_size,
-                                                                  f"batched_append_{i}", profile)),
-        }
-    if not args.no_write:
-        merge_and_write(args.out, args.db, run_id, run_facts, throughput, {})
+        for new in workload.batch(args.warmup):  # warm caches, connection, pydantic
+            from ledger.services import append
 
-    deadline = time.monotonic() + args.max_fill_minutes * 60
-    sizes: dict[int, dict] = {}
-    failed = False
-    for target in sorted(set(args.events)):
-        if event_count() >= target:
-            log(f"  skipping size {target:,}: ledger already holds {event_count():,} events")
-            continue
-        log(f"filling to {target:,} events ({args.fill})")
-        filler = fill_direct if args.fill == "direct" else fill
-        entry: dict = {"target_events": target, "fill": filler(workload, target, args.batch_size, deadline)}
-        reached = entry["fill"]["to_events"]
-        if reached == entry["fill"]["from_events"] and "aborted" in entry["fill"]:
-            log(f"  stopping: {entry['fill']['aborted']} before any event was added")
-            break
-        entry["database_bytes"] = database_bytes(db_info)
-        if args.fill == "direct":  # projections lag: rebuild first, then verify must pass
-            entry["rebuild"] = measure_rebuild(profile, f"rebuild_{reached}")
-            entry["verify"] = measure_verify(profile, f"verify_{reached}")
-        else:
-            entry["verify"] = measure_verify(profile, f"verify_{reached}")
-            entry["rebuild"] = measure_rebuild(profile, f"rebuild_{reached}")
-        entry["projection_rows"] = projection_rows()
-        if args.probe:
-            entry["single_append_probe"] = measure_single(workload, args.probe, f"single_append_at_{reached}", profile)
-        # a fill stopped by the time limit is recorded under the size it reached, not the target
-        sizes[reached] = entry
-        failed |= not (entry["verify"]["ok"] and entry["rebuild"]["ok"])
+            append(new)
+        throughput = None
+        if not args.skip_throughput:
+            throughput = {
+                "single_append": median_of(args.repeat, "appends_per_s",
+                                           lambda i: measure_single(workload, args.single, f"single_append_{i}", profile)),
+                "batched_append": median_of(args.repeat, "events_per_s",
+                                            lambda i: measure_batched(workload, args.batched, args.batch_size,
+                                                                      f"batched_append_{i}", profile)),
+            }
         if not args.no_write:
-            merge_and_write(args.out, args.db, run_id, run_facts, throughput, {reached: entry})
-        if "aborted" in entry["fill"]:
-            log(f"  stopping: {entry['fill']['aborted']} at {reached:,} events")
-            break
+            merge_and_write(args.out, args.db, run_id, run_facts, throughput, {})
 
-    connection.close()
-    if not args.keep:
-        if args.db == "postgres":
-            import psycopg
-            from urllib.parse import urlsplit, urlunsplit
+        deadline = time.monotonic() + args.max_fill_minutes * 60
+        sizes: dict[int, dict] = {}
+        failed = False
+        for target in sorted(set(args.events)):
+            if event_count() >= target:
+                log(f"  skipping size {target:,}: ledger already holds {event_count():,} events")
+                continue
+            log(f"filling to {target:,} events ({args.fill})")
+            filler = fill_direct if args.fill == "direct" else fill
+            entry: dict = {"target_events": target, "fill": filler(workload, target, args.batch_size, deadline)}
+            reached = entry["fill"]["to_events"]
+            if reached == entry["fill"]["from_events"] and "aborted" in entry["fill"]:
+                log(f"  stopping: {entry['fill']['aborted']} before any event was added")
+                break
+            entry["database_bytes"] = database_bytes(db_info)
+            if args.fill == "direct":  # projections lag: rebuild first, then verify must pass
+                entry["rebuild"] = measure_rebuild(profile, f"rebuild_{reached}")
+                entry["verify"] = measure_verify(profile, f"verify_{reached}")
+            else:
+                entry["verify"] = measure_verify(profile, f"verify_{reached}")
+                entry["rebuild"] = measure_rebuild(profile, f"rebuild_{reached}")
+            entry["projection_rows"] = projection_rows()
+            if args.probe:
+                entry["single_append_probe"] = measure_single(workload, args.probe, f"single_append_at_{reached}", profile)
+                entry["batched_append_probe"] = measure_batched(workload, max(args.probe, args.batch_size) * 5,
+                                                                args.batch_size, f"batched_append_at_{reached}", profile)
+            # a fill stopped by the time limit is recorded under the size it reached, not the target
+            sizes[reached] = entry
+            failed |= not (entry["verify"]["ok"] and entry["rebuild"]["ok"])
+            if not args.no_write:
+                merge_and_write(args.out, args.db, run_id, run_facts, throughput, {reached: entry})
+            if "aborted" in entry["fill"]:
+                log(f"  stopping: {entry['fill']['aborted']} at {reached:,} events")
+                break
 
-            parts = urlsplit(args.pg_url)
-            with psycopg.connect(urlunsplit(("postgresql", parts.netloc, "/postgres", "", "")), autocommit=True) as conn:
-                conn.execute(f'DROP DATABASE IF EXISTS "{parts.path.lstrip("/")}"')
-        shutil.rmtree(db_info["var_dir"], ignore_errors=True)
-        if args.sqlite_path:
-            for suffix in ("", "-wal", "-shm"):
-                Path(f"{args.sqlite_path}{suffix}").unlink(missing_ok=True)
+    finally:
+        connection.close()
+        if not args.keep:
+            drop_database(args, db_info)
     if not args.no_write:
         log(f"results merged into {args.out}")
         log(json.dumps(load_results(args.out).get("targets", {}), indent=2))
