@@ -32,7 +32,7 @@ from measurement.harness.judge import (
 )
 from measurement.harness.plan import DEFAULT_PROTOCOL, ProtocolSettings, check_plan, harness_version, timing_spec
 from measurement.harness.protocol import CheckSpec, check_variant, time_variants
-from measurement.harness.session_info import backend_session_info
+from measurement.harness.session_info import baseline_session
 
 from . import selectors
 
@@ -214,39 +214,40 @@ def measure(
     case = parse_case(case_id)
     protocol = protocol or DEFAULT_PROTOCOL[backend]
     say = progress or (lambda message: None)
-    info = run_isolated(backend_session_info, (backend, case.id), protocol.check_timeout)
-    if not info.ok:
-        raise MeasurementError(f"the {backend} backend is not usable here: {info.error}")
-    description, baseline_names, straightforward = info.value
-    variants = [Variant("straightforward", straightforward, "baseline")]
-    variants += [Variant(name) for name in baseline_names]
-    if prior_best is not None:
-        variants.append(Variant("prior_best", prior_best, "prior_best"))
-    if candidate is not None:
-        variants.append(Variant("candidate", candidate, "candidate"))
     seed = int.from_bytes(os.urandom(8), "little") >> 12  # < 2**52: exact in JSON
     specs = check_plan(case, backend, seed)
+    say(f"checking the baselines on {len(specs)} fresh inputs")
+    session = run_isolated(baseline_session, (backend, case.id, specs), protocol.check_timeout)
+    if not session.ok:
+        raise MeasurementError(f"the {backend} backend is not usable here: {session.error}")
+    description, straightforward, baseline_runs = session.value
     reports: dict[str, VariantReport] = {}
-    floors: dict[str, float] | None = None
-    # The straightforward kernel first (its errors are the numerical floor), then the candidate:
-    # a candidate that fails its checks ends the measurement before anything is timed.
-    order = sorted(variants, key=lambda v: {"straightforward": 0, "candidate": 1}.get(v.name, 2))
-    for variant in order:
+    floors: dict[str, float] = {}
+    for name, runs in baseline_runs.items():
+        variant = Variant(name, straightforward if name == "straightforward" else None, "baseline")
+        if isinstance(runs, str):
+            correctness = Correctness(False, "runtime_error", runs)
+        else:
+            correctness = judge_checks(case, specs, runs)
+        if name == "straightforward":
+            if not correctness.correct:
+                raise MeasurementError(f"the harness's straightforward kernel failed its own checks: {correctness.detail}")
+            floors = {check.label: check.error for check in correctness.checks}
+        reports[name] = VariantReport(variant, description["precisions"].get(name, case.precision), correctness)
+    # Candidates and prior bests run alone in a child each: a crash costs only their verdict.
+    # A candidate that fails its checks ends the measurement before anything is timed.
+    own_child = []
+    if candidate is not None:
+        own_child.append(Variant("candidate", candidate, "candidate"))
+    if prior_best is not None:
+        own_child.append(Variant("prior_best", prior_best, "prior_best"))
+    for variant in own_child:
         say(f"checking {variant.name} on {len(specs)} fresh inputs")
         failure, runs = _check(case, backend, variant, specs, protocol.check_timeout)
-        precision = description["precisions"].get(variant.name, case.precision)
-        if failure is not None:
-            reports[variant.name] = VariantReport(variant, precision, failure)
-        else:
-            correctness = judge_checks(case, specs, runs, floors if variant.role != "baseline" else None)
-            if variant.name == "straightforward":
-                if not correctness.correct:
-                    raise MeasurementError(f"the harness's straightforward kernel failed its own checks: {correctness.detail}")
-                floors = {check.label: check.error for check in correctness.checks}
-            reports[variant.name] = VariantReport(variant, precision, correctness)
-        if variant.role == "candidate" and not reports[variant.name].correctness.correct:
-            report = MeasurementReport(case, backend, description, reports, protocol, {"checks": seed})
-            return report
+        correctness = failure if failure is not None else judge_checks(case, specs, runs, floors)
+        reports[variant.name] = VariantReport(variant, case.precision, correctness)
+        if variant.role == "candidate" and not correctness.correct:
+            return MeasurementReport(case, backend, description, reports, protocol, {"checks": seed})
     report = MeasurementReport(case, backend, description, reports, protocol, {"checks": seed})
     timed = [r.variant for r in reports.values() if r.correctness.correct]
     _time(report, timed, protocol, say)

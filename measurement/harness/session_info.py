@@ -1,4 +1,8 @@
-"""Child-side: what a backend offers for one case, gathered before any measurement."""
+"""Child-side: what a backend offers for one case, and the checks of all its baselines.
+
+Baselines are harness code, so they share one child (one process start, one CUDA context)
+instead of one each; candidates and prior bests still get a child of their own.
+"""
 from __future__ import annotations
 
 from typing import Any
@@ -7,16 +11,24 @@ from measurement.backends import get_backend
 from measurement.backends.base import Kernel, Variant
 
 from .cases import parse_case
+from .protocol import CheckRun, CheckSpec, check_variant
 
 
-def backend_session_info(backend_name: str, case_id: str) -> tuple[dict[str, Any], list[str], Kernel]:
-    """(description with each baseline's precision, library baseline names, straightforward kernel)."""
+def baseline_session(backend_name: str, case_id: str, specs: list[CheckSpec]) -> tuple[dict[str, Any], Kernel, dict[str, list[CheckRun] | str]]:
+    """(description with each baseline's precision, the straightforward kernel,
+    {baseline name: its check runs, or the error that stopped it})."""
     backend = get_backend(backend_name)
     case = parse_case(case_id)
     straightforward = backend.straightforward(case)
-    names = [name for name in backend.baseline_names(case) if name != "straightforward"]
+    variants = [Variant("straightforward", straightforward, "baseline")]
+    variants += [Variant(name) for name in backend.baseline_names(case) if name != "straightforward"]
     precisions = {"straightforward": case.precision}
-    for name in names:
-        precisions[name] = backend.prepare(case, Variant(name)).precision
-    description = {**backend.describe(), "precisions": precisions}
-    return description, names, straightforward
+    runs: dict[str, list[CheckRun] | str] = {}
+    for variant in variants:
+        try:
+            if variant.kernel is None:
+                precisions[variant.name] = backend.prepare(case, variant).precision
+            runs[variant.name] = check_variant(backend_name, case_id, variant, specs)
+        except Exception as exc:  # a baseline that cannot run here is reported, not fatal
+            runs[variant.name] = f"{type(exc).__name__}: {exc}"
+    return {**backend.describe(), "precisions": precisions}, straightforward, runs
