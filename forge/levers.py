@@ -58,7 +58,10 @@ TAGS = (
 
 # Diagnosis thresholds (see diagnose()).
 MEMORY_BOUND_FRACTION = 0.6  # at or above: memory-bound
-TINY_POINTS = 1 << 18  # written-region points below which launch/fork-join cost dominates (64^3)
+# Written-region points below which launch/fork-join cost dominates. Was 2^18 (64^3); the first
+# CPU campaign (docs/benchmarks/forge_cpu_levers.md) measured threads_1 slower than the bound in
+# all 12 rounds that chose it on 62^3-region cases, so fork/join does not dominate there: 2^15.
+TINY_POINTS = 1 << 15
 COMPUTE_INTENSITY = 4.0  # flop per compulsory byte at or above which a non-saturating kernel is compute-bound
 LOW_OCCUPANCY = 0.25  # achieved/theoretical occupancy below which the kernel is occupancy-limited
 HIGH_REGISTERS = 128  # registers per thread at or above which occupancy is limited
