@@ -90,7 +90,7 @@ class CaseCampaigns(Projection):
                     "pending": None, "best": None, "converged": "",
                 })
             return
-        campaign = data.get("campaign") or self._campaign_of_round(event, rows)
+        campaign = data.get("campaign") or self._campaign_of_round(event)
         if campaign is None:
             return
         key = campaign_key(campaign, data["case"]) if "case" in data else None
@@ -123,7 +123,7 @@ class CaseCampaigns(Projection):
         rows.put(key, row)
 
     @staticmethod
-    def _campaign_of_round(event: RecordedEvent, rows: RowStore) -> str | None:
+    def _campaign_of_round(event: RecordedEvent) -> str | None:
         # Round events carry the round id; its campaign is in the stream name round/<campaign>/<round>.
         parts = event.stream.split("/")
         return parts[1] if len(parts) == 3 and parts[0] == "round" else None

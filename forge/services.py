@@ -22,9 +22,7 @@ from measurement.services import gate_candidate, source_hash
 from . import rulebook, selectors
 from .models import CaseCampaign, RoundRow
 from .projections import campaign_key
-from .proposers.base import GenerationFailure, Proposal, Proposer, RoundContext
-
-STATE_BY_REASON_DEFAULT = "mismatch"
+from .proposers.base import GenerationFailure, Proposer, RoundContext
 
 
 class ForgeError(Exception):

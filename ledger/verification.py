@@ -7,7 +7,7 @@ then replays all events into scratch projections and compares them with the live
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone as dt_timezone
 from typing import Any, Callable, Iterator
 
@@ -23,7 +23,7 @@ from .checkpoints import signature_valid, trusted_public_keys
 from .models import Event, ProjectionState, VerificationRun
 from .projection_base import MemoryRows, registered
 from .records import RecordedEvent
-from .services import head, iso_utc, lock_chain
+from .services import iso_utc, lock_chain
 
 Progress = Callable[[int], None]
 COLUMNS = ("position", "event_id", "stream", "version", "type", "schema_version", "actor", "recorded_at", "body", "prev_hash", "hash")
@@ -39,7 +39,6 @@ class VerifyReport:
     projections_compared: int = 0
     problem: str | None = None
     bad_position: int | None = None
-    notes: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:

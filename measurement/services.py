@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
 
 from ledger.services import NewEvent, append, append_many
 from measurement.backends.base import Kernel, Variant
@@ -181,13 +180,13 @@ class MeasurementReport:
             "copy_bandwidth": self.copy_bandwidth,
             "launch_overhead": self.launch_overhead,
             "variants": variants,
-            "bound": self.bound_summary() if bound else None,
+            "bound": self._summary(bound) if bound else None,
             "attempts": self.attempts,
             "noisy": self.noisy,
         }
 
-    def bound_summary(self) -> dict[str, Any]:
-        bound = self.bound
+    @staticmethod
+    def _summary(bound: VariantReport) -> dict[str, Any]:
         return {"name": bound.variant.name, "precision": bound.precision, "median": bound.timing.median}
 
 
@@ -372,15 +371,14 @@ def _record_verdict(report: MeasurementReport, key: str, actor: str, hypothesis:
         "fraction_of_copy": candidate.timing.fraction_of_copy if candidate.timing else None,
         "speedup": speedup,
         "speedup_ci": list(ci) if ci else None,
-        "bound": report.bound_summary() if bound else None,
+        "bound": report._summary(bound) if bound else None,
         "same_precision": (bound.precision == report.case.precision) if bound else None,
         "prior_best": _prior_summary(report),
         "revises": revises,
     }
-    with transaction.atomic():
-        measured_event, verdict_event = append_many(
-            [measured, NewEvent(stream=key, type="GateVerdict", actor=actor, payload=verdict_payload)]
-        )
+    measured_event, verdict_event = append_many(  # one transaction: evidence and verdict together
+        [measured, NewEvent(stream=key, type="GateVerdict", actor=actor, payload=verdict_payload)]
+    )
     return GateOutcome(report, verdict, reasons, detail, speedup, ci, measured_event, verdict_event)
 
 

@@ -96,3 +96,17 @@ def subprocess_env(**extra: str) -> dict:
     env["DATABASE_URL"] = database_url_for_subprocess()
     env.update(extra)
     return env
+
+
+def broker_unreachable() -> str | None:
+    """Why a real worker cannot run here (None when the broker answers)."""
+    from django.conf import settings
+
+    from config.celery import app
+
+    try:
+        with app.connection_for_write() as connection:
+            connection.ensure_connection(max_retries=1, timeout=3)
+    except Exception as exc:  # any transport error means: no broker here
+        return f"broker {settings.CELERY_BROKER_URL} unreachable: {exc}"
+    return None

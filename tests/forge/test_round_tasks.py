@@ -5,7 +5,7 @@ from django.conf import settings
 from forge.models import RoundRow
 from forge.services import abandon_stale_rounds, start_campaign, start_round
 from ledger.models import Event
-from tests.ledger.test_tasks import _broker_reachable
+from tests.conftest import broker_unreachable
 
 CASE = "star2d_1/512x512/f32"
 
@@ -14,7 +14,7 @@ CASE = "star2d_1/512x512/f32"
 def test_a_round_runs_on_a_real_worker_once_and_an_orphan_is_abandoned(transactional_ledger):
     if not settings.CELERY_BROKER_URL:
         pytest.skip("CELERY_BROKER_URL is not set: there is no broker for a real worker")
-    problem = _broker_reachable()
+    problem = broker_unreachable()
     if problem:
         pytest.skip(problem)
     from celery.contrib.testing.worker import start_worker

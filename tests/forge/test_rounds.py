@@ -3,7 +3,6 @@ convergence, the operator map, abandoned rounds, and rebuilding it all from the 
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import pytest
 from django.core.management import call_command
 
 from forge.models import CaseCampaign, IdeaEntry, MapCell, PerfEntry, RoundRow

@@ -4,7 +4,7 @@ from django.conf import settings
 from ledger.models import VerificationRun
 from ledger.tasks import verify_ledger_task
 from ledger.verification import request_verification
-from tests.conftest import some_events
+from tests.conftest import broker_unreachable, some_events
 
 
 def test_verify_task_is_idempotent(ledger):
@@ -18,22 +18,11 @@ def test_verify_task_is_idempotent(ledger):
     assert finished.head_position == 3
 
 
-def _broker_reachable() -> str | None:
-    from config.celery import app
-
-    try:
-        with app.connection_for_write() as connection:
-            connection.ensure_connection(max_retries=1, timeout=3)
-    except Exception as exc:  # any transport error means: no broker here
-        return f"broker {settings.CELERY_BROKER_URL} unreachable: {exc}"
-    return None
-
-
 @pytest.mark.services
 def test_verify_task_runs_through_a_real_worker(transactional_ledger):
     if not settings.CELERY_BROKER_URL:
         pytest.skip("CELERY_BROKER_URL is not set: tasks run in-process, there is no broker for a real worker")
-    problem = _broker_reachable()
+    problem = broker_unreachable()
     if problem:
         pytest.skip(problem)
     from celery.contrib.testing.worker import start_worker
