@@ -222,12 +222,13 @@ def measure(
     description, straightforward, baseline_runs = session.value
     reports: dict[str, VariantReport] = {}
     floors: dict[str, float] = {}
+    references: dict = {}  # each check's float64 reference, computed once for all variants
     for name, runs in baseline_runs.items():
         variant = Variant(name, straightforward if name == "straightforward" else None, "baseline")
         if isinstance(runs, str):
             correctness = Correctness(False, "runtime_error", runs)
         else:
-            correctness = judge_checks(case, specs, runs)
+            correctness = judge_checks(case, specs, runs, references=references)
         if name == "straightforward":
             if not correctness.correct:
                 raise MeasurementError(f"the harness's straightforward kernel failed its own checks: {correctness.detail}")
@@ -243,7 +244,7 @@ def measure(
     for variant in own_child:
         say(f"checking {variant.name} on {len(specs)} fresh inputs")
         failure, runs = _check(case, backend, variant, specs, protocol.check_timeout)
-        correctness = failure if failure is not None else judge_checks(case, specs, runs, floors)
+        correctness = failure if failure is not None else judge_checks(case, specs, runs, floors, references)
         reports[variant.name] = VariantReport(variant, case.precision, correctness)
         if variant.role == "candidate" and not correctness.correct:
             return MeasurementReport(case, backend, description, reports, protocol, {"checks": seed})

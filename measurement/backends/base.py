@@ -26,6 +26,27 @@ import numpy as np
 from measurement.harness.cases import Case
 
 
+# Before every run the output is filled with this quiet NaN (by bit pattern, per element size);
+# any other input NaN (the CUDA padding around the inputs) has a different pattern. So after a
+# run, an output NaN with exactly this pattern was never written, and any other NaN was
+# computed from a NaN the kernel read: past an input's ends, or uninitialised memory.
+OUTPUT_POISON_BITS = {2: 0x7F55, 4: 0x7FC5A5A5, 8: 0x7FF8A5A5A5A5A5A5}
+
+
+def unsigned_view(array):
+    """The same memory as unsigned integers of the element's size (numpy or cupy)."""
+    return array.view(f"u{array.dtype.itemsize}")
+
+
+def fill_output_poison(array) -> None:
+    unsigned_view(array).fill(OUTPUT_POISON_BITS[array.dtype.itemsize])
+
+
+def unwritten(output: np.ndarray) -> np.ndarray:
+    """Where the output still holds the poison, bit for bit."""
+    return unsigned_view(output) == OUTPUT_POISON_BITS[output.dtype.itemsize]
+
+
 class CompileError(Exception):
     """The candidate did not compile; the message is the compiler's output."""
 

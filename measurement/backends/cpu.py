@@ -36,7 +36,7 @@ import numpy as np
 from measurement.harness import codegen
 from measurement.harness.cases import Case
 
-from .base import CompileError, Kernel, Variant
+from .base import CompileError, Kernel, Variant, fill_output_poison
 
 COMPILER = os.environ.get("FORGESTENCIL_CC", "cc")
 CFLAGS = ("-O3", "-march=native", "-fopenmp", "-fPIC", "-shared", "-std=c11")
@@ -257,7 +257,7 @@ class CpuBuffers:
         return self.arrays[name].address if name in self.arrays else None
 
     def poison_output(self) -> None:
-        self.arrays["y"].array.fill(np.nan)
+        fill_output_poison(self.arrays["y"].array)
 
     def output(self) -> np.ndarray:
         return self.arrays["y"].array.copy()

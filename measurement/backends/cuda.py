@@ -13,7 +13,8 @@ baselines that use them, on first use.
   shapes than the case's); more than 48 KiB of dynamic shared memory is opted into.
 * Arrays: each input and the output sits inside a larger device buffer whose padding (one
   plane plus eight rows on each side in 3D, eight rows in 2D) is NaN. A read past an array's
-  ends yields NaN in the output, so it fails the check as unwritten output; a write past the
+  ends yields a computed NaN in the output, which the judge tells from the output's own poison
+  (a NaN of another bit pattern) and rejects as out_of_bounds; a write past the
   output's ends is found when the output is read back (`output()` raises OutOfBoundsWrite, a
   runtime error); a write past an input's ends counts as modifying the input (the comparison
   covers the padding too).
@@ -48,7 +49,7 @@ import numpy as np
 from measurement.harness import codegen
 from measurement.harness.cases import Case
 
-from .base import CompileError, Kernel, Variant
+from .base import CompileError, Kernel, Variant, fill_output_poison
 
 NVRTC_OPTIONS = ("--std=c++17",)
 LAUNCH_KEYS = {"block", "tile", "shared_bytes"}
@@ -220,7 +221,7 @@ class CudaBuffers:
         return name in self.views
 
     def poison_output(self) -> None:
-        self.padded["y"].fill(np.nan)
+        fill_output_poison(self.padded["y"])
 
     def output(self) -> np.ndarray:
         full = self.padded["y"]

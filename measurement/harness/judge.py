@@ -11,6 +11,8 @@ from typing import Any
 
 import numpy as np
 
+from measurement.backends.base import unwritten
+
 from .cases import Case
 from .isolation import Isolated
 from .oracle import FLOOR_FACTOR, TOLERANCE, make_inputs, reference, reference_at, relative_error, sample_points
@@ -61,20 +63,30 @@ class Correctness:
         return {**asdict(self), "state": self.state}
 
 
-def _check_one(case: Case, spec: CheckSpec, run: CheckRun, earlier: list[tuple[CheckSpec, CheckRun]], floor: float | None) -> CheckResult:
+def check_reference(case: Case, spec: CheckSpec, memo: dict[CheckSpec, np.ndarray] | None = None) -> np.ndarray:
+    """The float64 reference of one check; `memo` shares it between the variants of a measurement."""
+    if memo is not None and spec in memo:
+        return memo[spec]
+    shaped = case.with_shape(spec.shape)
+    ref = reference(shaped, make_inputs(shaped, spec.seed), np.asarray(spec.coefficients))
+    if memo is not None:
+        memo[spec] = ref
+    return ref
+
+
+def _check_one(case: Case, spec: CheckSpec, run: CheckRun, ref: np.ndarray, earlier: list[tuple[CheckSpec, CheckRun]], floor: float | None) -> CheckResult:
     shaped = case.with_shape(spec.shape)
     result = CheckResult(spec.label, list(spec.shape), spec.seed, spec.coefficient_set, floor=floor)
-    inputs = make_inputs(shaped, spec.seed)
-    ref = reference(shaped, inputs, np.asarray(spec.coefficients))
     region = run.output[shaped.region]
     tolerance = TOLERANCE[case.precision]
     if not run.inputs_unchanged:
         aliased = run.u_after is not None and relative_error(run.u_after[shaped.region], ref) <= tolerance
         result.problem = "output_aliases_input" if aliased else "input_modified"
         return result
-    unwritten = int(np.isnan(region).sum())
-    if unwritten:
-        result.problem = "unwritten_output"
+    nan = np.isnan(region)
+    if nan.any():
+        never_written = unwritten(region)
+        result.problem = "out_of_bounds" if (nan & ~never_written).any() else "unwritten_output"
         result.error = float("inf")
         return result
     outside = run.output.copy()
@@ -97,11 +109,18 @@ def _check_one(case: Case, spec: CheckSpec, run: CheckRun, earlier: list[tuple[C
     return result
 
 
-def judge_checks(case: Case, specs: list[CheckSpec], runs: list[CheckRun], floors: dict[str, float] | None = None) -> Correctness:
+def judge_checks(
+    case: Case,
+    specs: list[CheckSpec],
+    runs: list[CheckRun],
+    floors: dict[str, float] | None = None,
+    references: dict[CheckSpec, np.ndarray] | None = None,
+) -> Correctness:
     results: list[CheckResult] = []
     earlier: list[tuple[CheckSpec, CheckRun]] = []
     for spec, run in zip(specs, runs):
-        results.append(_check_one(case, spec, run, earlier, (floors or {}).get(spec.label)))
+        ref = check_reference(case, spec, references)
+        results.append(_check_one(case, spec, run, ref, earlier, (floors or {}).get(spec.label)))
         earlier.append((spec, run))
     failed = [r for r in results if r.problem]
     if not failed:
