@@ -133,3 +133,62 @@ class CellSealed(Payload):
     verdict_event: Optional[str] = None
     speedup: Optional[float] = None
     fraction_of_copy: Optional[float] = None
+
+
+@event_type("BranchOpened", owner="forge")
+class BranchOpened(Payload):
+    """A disruptive rewrite leaves the main line: its rounds build on the branch head until the
+    branch is merged (the gate admits its head) or dropped."""
+
+    campaign: str
+    case: str
+    branch: str
+    round: str  # the round whose proposal opened it
+    base_hash: str  # source hash of the main-line kernel it left
+    reason: str
+
+
+@event_type("BranchMerged", owner="forge")
+class BranchMerged(Payload):
+    campaign: str
+    case: str
+    branch: str
+    round: str  # the round whose gate verdict decided
+    head_hash: str
+    verdict_event: str
+    speedup: Optional[float] = None  # the head's speedup over the bound in that verdict
+    main_speedup: Optional[float] = None  # the main line's best before the merge
+    reason: str
+
+
+@event_type("BranchDropped", owner="forge")
+class BranchDropped(Payload):
+    campaign: str
+    case: str
+    branch: str
+    round: Optional[str] = None  # the round whose gate verdict decided (None: nothing to measure)
+    head_hash: Optional[str] = None
+    verdict_event: Optional[str] = None
+    speedup: Optional[float] = None
+    main_speedup: Optional[float] = None
+    reason: str
+
+
+@event_type("AblationMeasured", owner="forge")
+class AblationMeasured(Payload):
+    """One arm of the synthesis-vs-search comparison at equal budget (measured candidates)."""
+
+    ablation: str  # groups the arms of one `forge ablation` run
+    case: str
+    backend: Literal["cpu", "cuda"]
+    arm: Literal["autotune", "oneshot", "loop"]
+    budget: int = Field(ge=1)
+    status: Literal["measured", "not_run"]
+    reason: str = ""  # why an arm was not run
+    candidates_measured: int = 0
+    correct_candidates: int = 0
+    best_speedup: Optional[float] = None  # best correct candidate over the straightforward kernel, same run
+    best_source_hash: Optional[str] = None
+    best_launch: dict[str, Any] = Field(default_factory=dict)
+    measurement_events: list[str] = Field(default_factory=list)  # CandidateMeasured / GateVerdict ids
+    detail: str = ""
