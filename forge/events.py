@@ -66,6 +66,9 @@ class RoundEnd(Payload):
     speedup: Optional[float] = None
     improvement: Optional[float] = None  # relative to the best before the round
     detail: str = ""
+    # RoundCommitted: "main" when the gate admitted the candidate; a branch id when the candidate
+    # only became the head of the open branch (correct, faster than the head, not admitted).
+    line: str = "main"
 
 
 @event_type("RoundCommitted", owner="forge")
@@ -153,7 +156,7 @@ class BranchMerged(Payload):
     campaign: str
     case: str
     branch: str
-    round: str  # the round whose gate verdict decided
+    round: Optional[str] = None  # the round whose gate verdict decided (None: a resolution measurement)
     head_hash: str
     verdict_event: str
     speedup: Optional[float] = None  # the head's speedup over the bound in that verdict

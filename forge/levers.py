@@ -67,6 +67,8 @@ LOW_OCCUPANCY = 0.25  # achieved/theoretical occupancy below which the kernel is
 HIGH_REGISTERS = 128  # registers per thread at or above which occupancy is limited
 SMEM_LIMIT = 48 * 1024  # shared bytes per block levers stay within (no opt-in needed)
 TEMPORAL_MARCH_MAX_T = 6  # unrolled composed stencils grow as T^3
+# Plan parameters whose change rewrites the kernel's loop structure: such levers open a branch.
+DISRUPTIVE_PARAMS = frozenset({"loop_order", "temporal", "smem_tile", "z_march"})
 
 
 @dataclass(frozen=True)
@@ -80,9 +82,15 @@ class Lever:
     param: str = ""
     value: Any = None
 
+    @property
+    def disruptive(self) -> bool:
+        """Rewrites the loop structure (not a tuning step): forged on a branch."""
+        return self.param in DISRUPTIVE_PARAMS
+
     def as_dict(self) -> dict[str, Any]:
         value = list(self.value) if isinstance(self.value, tuple) else self.value
-        return {"name": self.name, "backend": self.backend, "tags": list(self.tags), "description": self.description, "param": self.param, "value": value}
+        return {"name": self.name, "backend": self.backend, "tags": list(self.tags), "description": self.description,
+                "param": self.param, "value": value, "disruptive": self.disruptive}
 
 
 def _cpu_levers() -> list[Lever]:

@@ -54,6 +54,7 @@ class CaseCampaign(models.Model):
     borrowed_diagnosis = models.TextField(blank=True)
     pending = models.JSONField(null=True)  # the candidate of the round in flight
     best = models.JSONField(null=True)  # source, launch, plan, hash, speedup, fraction, tags, verdict
+    branch = models.JSONField(null=True)  # the open branch: id, base_hash, opened_round, stale, head (as best)
     converged = models.CharField(max_length=40, blank=True)
 
 

@@ -77,7 +77,8 @@ class CaseCampaigns(Projection):
     name = "forge_case_campaigns"
     model = CaseCampaign
     handles = frozenset({"CampaignStarted", "CasePlanned", "RoundStarted", "CandidateProposed", "RoundCommitted",
-                         "RoundReverted", "RoundAbandoned", "RuleTriggered", "CaseConverged"})
+                         "RoundReverted", "RoundAbandoned", "RuleTriggered", "CaseConverged",
+                         "BranchOpened", "BranchMerged", "BranchDropped"})
 
     def apply(self, event: RecordedEvent, rows: RowStore) -> None:
         data = event.data
@@ -87,7 +88,7 @@ class CaseCampaigns(Projection):
                     "key": campaign_key(data["campaign"], case), "campaign": data["campaign"], "case": case,
                     "backend": data["backend"], "budget": data["rounds_per_case"], "rounds": 0, "streak": 0,
                     "must_leave_history": False, "improvements": [], "borrowed_from": "", "borrowed_diagnosis": "",
-                    "pending": None, "best": None, "converged": "",
+                    "pending": None, "best": None, "branch": None, "converged": "",
                 })
             return
         campaign = data.get("campaign") or self._campaign_of_round(event)
@@ -106,14 +107,17 @@ class CaseCampaigns(Projection):
                 row["pending"].update(source=data["source"], launch=data["launch"], plan=data["plan"],
                                       hash=data["source_hash"], tags=data["lever_tags"], subject=data["subject"])
         elif event.type in ("RoundCommitted", "RoundReverted"):
-            improvement = data["improvement"] if data["improvement"] is not None else 0.0
-            improving = event.type == "RoundCommitted" and improvement > 0
-            if event.type == "RoundCommitted" and row["pending"] and "source" in row["pending"]:
-                row["best"] = {**row["pending"], "speedup": data["speedup"], "verdict": data["verdict_event"]}
-            row.update(rounds=row["rounds"] + 1, streak=0 if improving else row["streak"] + 1, pending=None,
-                       improvements=row["improvements"] + [improvement if improving else 0.0])
-            if row["must_leave_history"]:
-                row["must_leave_history"] = False
+            self._end_round(event, row)
+        elif event.type == "BranchOpened":
+            row["branch"] = {"id": data["branch"], "base_hash": data["base_hash"], "opened_round": data["round"],
+                             "stale": 0, "head": None}
+        elif event.type == "BranchMerged":
+            head = (row["branch"] or {}).get("head")
+            if head and (row["best"] or {}).get("hash") != data["head_hash"]:  # merged by a resolution measurement
+                row.update(best={**head, "speedup": data["speedup"], "verdict": data["verdict_event"]}, streak=0)
+            row["branch"] = None
+        elif event.type == "BranchDropped":
+            row["branch"] = None
         elif event.type == "RoundAbandoned":
             row["pending"] = None
         elif event.type == "RuleTriggered" and data["rule"] == "outside_history":
@@ -121,6 +125,27 @@ class CaseCampaigns(Projection):
         elif event.type == "CaseConverged":
             row["converged"] = data["reason"]
         rows.put(key, row)
+
+    @staticmethod
+    def _end_round(event: RecordedEvent, row: dict) -> None:
+        data = event.data
+        committed = event.type == "RoundCommitted"
+        to_branch = committed and data.get("line", "main") != "main"
+        improvement = data["improvement"] if data["improvement"] is not None else 0.0
+        improving = committed and (to_branch or improvement > 0)
+        candidate = row["pending"] if row["pending"] and "source" in row["pending"] else None
+        if candidate and committed:
+            entry = {**candidate, "speedup": data["speedup"], "verdict": data["verdict_event"]}
+            if to_branch:
+                row["branch"] = {**row["branch"], "head": entry, "stale": 0}
+            else:
+                row["best"] = entry
+        elif row["branch"]:
+            row["branch"] = {**row["branch"], "stale": row["branch"]["stale"] + 1}
+        row.update(rounds=row["rounds"] + 1, streak=0 if improving else row["streak"] + 1, pending=None,
+                   improvements=row["improvements"] + [improvement if improving and not to_branch else 0.0])
+        if row["must_leave_history"]:
+            row["must_leave_history"] = False
 
     @staticmethod
     def _campaign_of_round(event: RecordedEvent) -> str | None:

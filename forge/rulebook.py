@@ -3,7 +3,7 @@ read by the round engine (which enforces them; proposers only propose)."""
 from __future__ import annotations
 
 RULEBOOK = {
-    "version": 1,
+    "version": 2,
     "rules": [
         {"id": "one_change", "text": "Propose exactly one change per round."},
         {
@@ -13,9 +13,12 @@ RULEBOOK = {
         },
         {
             "id": "branch",
-            "text": "Disruptive rewrites go on a branch; after 5 rounds without progress the branch is measured "
-            "against the main line, merged if faster, dropped otherwise.",
+            "text": "Disruptive rewrites go on a branch, whose rounds build on the branch head (a correct candidate "
+            "more than 2% faster than the head becomes the head). A branch merges as soon as the gate admits its "
+            "head; after 5 rounds without progress, or when the budget is spent, the head is measured against the "
+            "main line, merged if the gate admits it, dropped otherwise.",
             "patience": 5,
+            "min_gain": 0.02,
         },
         {
             "id": "convergence",

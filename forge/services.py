@@ -55,7 +55,11 @@ def start_campaign(cases: list[str], backend: str, proposer: str, rounds: int, a
 
 
 def start_round(campaign: str, case: str, proposer_name: str, actor: str) -> str | None:
-    """Open the next round of a case, or None when the case has converged."""
+    """Open the next round of a case, or None when the case has converged.
+
+    First settles what a dead worker may have left undone after the last round ended (a due
+    branch resolution, convergence)."""
+    settle(campaign, case, actor)
     state = CaseCampaign.objects.get(key=campaign_key(campaign, case))
     if state.converged:
         return None
@@ -63,12 +67,21 @@ def start_round(campaign: str, case: str, proposer_name: str, actor: str) -> str
     kernel, _ = current_kernel(state)
     append(NewEvent(stream=round_stream(campaign, round_id), type="RoundStarted", actor=actor, expected_version=0, payload={
         "round": round_id, "campaign": campaign, "case": case, "backend": state.backend,
-        "number": state.rounds + 1, "parent_hash": source_hash(kernel.source), "proposer": proposer_name}))
+        "number": state.rounds + 1, "branch": state.branch["id"] if state.branch else "main",
+        "parent_hash": source_hash(kernel.source), "proposer": proposer_name}))
     return round_id
 
 
 def current_kernel(state: CaseCampaign) -> tuple[Kernel, dict | None]:
-    """The kernel the next change applies to: the campaign's best, the sealed cell, or the straightforward one."""
+    """The kernel the next change applies to: the open branch's head, the campaign's best, the
+    sealed cell, or the straightforward one (a branch without a head builds on the main line)."""
+    head = (state.branch or {}).get("head")
+    if head:
+        return Kernel(head["source"], head["launch"]), head.get("plan")
+    return main_line_kernel(state)
+
+
+def main_line_kernel(state: CaseCampaign) -> tuple[Kernel, dict | None]:
     if state.best:
         return Kernel(state.best["source"], state.best["launch"]), state.best.get("plan")
     cell = selectors.map_cell(state.case, state.backend)
@@ -102,13 +115,18 @@ def execute_round(round_id: str, proposer: Proposer, actor: str, protocol: Proto
         current_source=kernel.source, current_launch=kernel.launch,
         profile=selectors.profile(state), borrowed_diagnosis=state.borrowed_diagnosis or None,
         recent_subjects=selectors.recent_subjects(row.campaign, row.case),
-        must_leave_history=state.must_leave_history, current_plan=plan,
+        must_leave_history=state.must_leave_history, current_plan=plan, on_branch=bool(state.branch),
     )
     try:
         proposal = proposer.propose(context)
     except GenerationFailure as failure:
         return _end_round(row, stream, actor, "generation_failure", None, None, f"generation failure ({failure.kind}): {failure.message}",
-                          change="(no proposal)", idea=None, committed=False)
+                          change="(no proposal)", idea=None, line=None, protocol=protocol)
+    if proposal.disruptive and not state.branch:
+        append(NewEvent(stream=f"campaign/{row.campaign}", type="BranchOpened", actor=actor, payload={
+            "campaign": row.campaign, "case": row.case, "branch": f"branch-{round_id[:8]}", "round": round_id,
+            "base_hash": source_hash(kernel.source), "reason": f"disruptive rewrite: {proposal.subject}"}))
+        state.refresh_from_db()
     append(NewEvent(stream=stream, type="CandidateProposed", actor=actor, payload={
         "round": round_id, "case": row.case, "source": proposal.source, "source_hash": source_hash(proposal.source),
         "launch": proposal.launch, "hypothesis": proposal.hypothesis, "lever_tags": list(proposal.lever_tags),
@@ -120,20 +138,37 @@ def execute_round(round_id: str, proposer: Proposer, actor: str, protocol: Proto
     if outcome.verdict == "admitted" and outcome.speedup is not None:
         improvement = outcome.speedup / before - 1 if before else outcome.speedup - 1
     return _end_round(row, stream, actor, verdict["state"], outcome, improvement, outcome.detail,
-                      change=proposal.subject, idea=proposal.hypothesis, committed=outcome.verdict == "admitted",
-                      fraction=verdict["fraction_of_copy"])
+                      change=proposal.subject, idea=proposal.hypothesis, line=_line(state, outcome, verdict["state"]),
+                      fraction=verdict["fraction_of_copy"], protocol=protocol)
+
+
+def _line(state: CaseCampaign, outcome, execution_state: str) -> str | None:
+    """Where the round's candidate goes: "main" (admitted), the open branch's id (a correct
+    candidate faster than the branch head by more than the rule's min_gain), or None (reverted)."""
+    if outcome.verdict == "admitted":
+        return "main"
+    if not state.branch or execution_state != "correct" or outcome.speedup is None:
+        return None
+    head = state.branch.get("head")
+    if head is None or outcome.speedup > head["speedup"] * (1 + rulebook.rule("branch")["min_gain"]):
+        return state.branch["id"]
+    return None
 
 
 def _end_round(row: RoundRow, stream: str, actor: str, state: str, outcome, improvement: float | None, detail: str,
-               change: str, idea: str | None, committed: bool, fraction: float | None = None) -> RoundOutcome:
+               change: str, idea: str | None, line: str | None, protocol: ProtocolSettings | None,
+               fraction: float | None = None) -> RoundOutcome:
+    committed = line is not None
     speedup = outcome.speedup if outcome is not None else None
     verdict_id = str(outcome.verdict_event.event_id) if outcome is not None else None
-    measured = detail if outcome is None else (
-        f"{state}; {'admitted' if committed else 'rejected: ' + ', '.join(outcome.reasons)}; {detail}")
+    verdict_word = "admitted" if line == "main" else "rejected: " + ", ".join(outcome.reasons) if outcome is not None else ""
+    if line not in (None, "main"):
+        verdict_word += f"; kept as the head of {line}"
+    measured = detail if outcome is None else f"{state}; {verdict_word}; {detail}"
     events = [
         NewEvent(stream=stream, type="RoundCommitted" if committed else "RoundReverted", actor=actor, payload={
             "round": row.round, "case": row.case, "state": state, "verdict_event": verdict_id,
-            "speedup": speedup, "improvement": improvement, "detail": detail}),
+            "speedup": speedup, "improvement": improvement, "detail": detail, "line": line or "main"}),
         NewEvent(stream=stream, type="PerfLogged", actor=actor, payload={
             "round": row.round, "case": row.case, "change": change, "state": state, "measurement": measured,
             "speedup": speedup, "fraction_of_copy": fraction}),
@@ -142,18 +177,47 @@ def _end_round(row: RoundRow, stream: str, actor: str, state: str, outcome, impr
         events.append(NewEvent(stream=stream, type="IdeaLogged", actor=actor, payload={"round": row.round, "case": row.case, "idea": idea}))
     with transaction.atomic():
         append_many(events)
-        _apply_rules(row, stream, actor)
+        _apply_streak_rule(row, stream, actor)
+    if line == "main" and outcome is not None:
+        _merge_if_branch_open(row, outcome, actor)
+    settle(row.campaign, row.case, actor, protocol)
     status = "committed" if committed else "reverted"
     return RoundOutcome(row.round, status, state, speedup, detail)
 
 
-def _apply_rules(row: RoundRow, stream: str, actor: str) -> None:
+def _apply_streak_rule(row: RoundRow, stream: str, actor: str) -> None:
     state = CaseCampaign.objects.get(key=campaign_key(row.campaign, row.case))
     threshold = rulebook.rule("outside_history")["threshold"]
     if state.streak >= threshold:
         append(NewEvent(stream=stream, type="RuleTriggered", actor=actor, payload={
             "rule": "outside_history", "case": row.case, "round": row.round,
             "detail": f"{state.streak} consecutive non-improving rounds: the next proposal must come from outside the history"}))
+
+
+def _merge_if_branch_open(row: RoundRow, outcome, actor: str) -> None:
+    """The gate admitted a round made on a branch: the branch merges with that round."""
+    state = CaseCampaign.objects.get(key=campaign_key(row.campaign, row.case))
+    if not state.branch:
+        return
+    append(NewEvent(stream=f"campaign/{row.campaign}", type="BranchMerged", actor=actor, payload={
+        "campaign": row.campaign, "case": row.case, "branch": state.branch["id"], "round": row.round,
+        "head_hash": state.best["hash"], "verdict_event": str(outcome.verdict_event.event_id),
+        "speedup": outcome.speedup, "main_speedup": None, "reason": "the gate admitted a round made on the branch"}))
+
+
+def settle(campaign: str, case: str, actor: str, protocol: ProtocolSettings | None = None) -> None:
+    """After a round (or on resume): resolve a branch that is due, then decide convergence.
+
+    A branch is due after `patience` rounds without progress, or when the budget is spent; a
+    case never converges with a branch open. Idempotent: a second call finds nothing due."""
+    state = CaseCampaign.objects.get(key=campaign_key(campaign, case))
+    if state.converged:
+        return
+    if state.branch and (state.branch["stale"] >= rulebook.rule("branch")["patience"] or state.rounds >= state.budget):
+        resolve_branch(state, actor, protocol)
+        state.refresh_from_db()
+    if state.branch:
+        return
     convergence = rulebook.rule("convergence")
     window, minimum = convergence["window"], convergence["min_improvement"]
     reason = None
@@ -163,6 +227,29 @@ def _apply_rules(row: RoundRow, stream: str, actor: str) -> None:
         reason = "improvement_below_threshold"
     if reason:
         _converge(state, reason, actor)
+
+
+def resolve_branch(state: CaseCampaign, actor: str, protocol: ProtocolSettings | None = None) -> str:
+    """Measure the branch head against the main line through the gate: merged if admitted,
+    dropped otherwise (and dropped without a measurement when the branch has no correct head)."""
+    branch, head = state.branch, state.branch.get("head")
+    stream = f"campaign/{state.campaign}"
+    main_speedup = (state.best or {}).get("speedup")
+    common = {"campaign": state.campaign, "case": state.case, "branch": branch["id"], "main_speedup": main_speedup}
+    if head is None:
+        append(NewEvent(stream=stream, type="BranchDropped", actor=actor, payload={
+            **common, "reason": f"no correct kernel on the branch after {branch['stale']} rounds"}))
+        return "dropped"
+    outcome = gate_candidate(state.case, state.backend, Kernel(head["source"], head["launch"]), actor,
+                             f"head of {branch['id']} measured against the main line", protocol)
+    evidence = {**common, "head_hash": head["hash"], "verdict_event": str(outcome.verdict_event.event_id), "speedup": outcome.speedup}
+    if outcome.verdict == "admitted":
+        append(NewEvent(stream=stream, type="BranchMerged", actor=actor, payload={
+            **evidence, "reason": f"the gate admitted the head ({outcome.detail})"}))
+        return "merged"
+    append(NewEvent(stream=stream, type="BranchDropped", actor=actor, payload={
+        **evidence, "reason": f"the gate rejected the head: {', '.join(outcome.reasons)} ({outcome.detail})"}))
+    return "dropped"
 
 
 def _converge(state: CaseCampaign, reason: str, actor: str) -> None:

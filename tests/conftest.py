@@ -51,6 +51,11 @@ def speed_rule_lifted(monkeypatch):
     """Lift only the gate's must-beat-the-public-bound rule (a shared 2-core CPU cannot
     promise a CI above 1); every other check still runs. For tests of what happens after
     admission."""
+    lift_speed_rule(monkeypatch)
+
+
+def lift_speed_rule(monkeypatch) -> None:
+    """The speed_rule_lifted fixture's work, for a test that lifts the rule part-way through."""
     from measurement import services
 
     real = services._candidate_reasons

@@ -29,6 +29,8 @@ class RoundContext:
     must_leave_history: bool = False
     # The structured parameters of the current kernel, when a generator (the levers proposer) made it.
     current_plan: dict[str, Any] | None = None
+    # A branch is open: the change builds on the branch head, and opens no second branch.
+    on_branch: bool = False
 
 
 @dataclass(frozen=True)
@@ -41,6 +43,9 @@ class Proposal:
     usage: dict[str, Any]  # model id, input_tokens, output_tokens, ...
     raw: str = ""  # the raw model text, for the record
     plan: dict[str, Any] | None = None  # the generator parameters of `source`, when it was generated
+    # A rewrite of the kernel's structure rather than a tuning step: on the main line it opens a
+    # branch (rulebook rule "branch"), so later rounds can build on it before it must beat the bound.
+    disruptive: bool = False
 
 
 class ProposerUnavailable(RuntimeError):

@@ -5,16 +5,21 @@ from pathlib import Path
 
 from django.core.management import call_command
 
+from tests.conftest import lift_speed_rule
+
 from forge.models import CaseCampaign, IdeaEntry, MapCell, PerfEntry, RoundRow
 from forge.proposers.base import GenerationFailure, Proposal, RoundContext
 from forge.services import abandon_stale_rounds, execute_round, start_campaign, start_round
 from ledger.models import Event
 from ledger.projection_base import registered
+from ledger.records import RecordedEvent
 from ledger.verification import rebuild_projections, verify_ledger
 from measurement.harness.plan import ProtocolSettings
 
 HONEST = (Path(__file__).parents[1] / "measurement" / "cheats" / "honest.c").read_text()
 BROKEN = "void stencil( { this does not compile"
+# Correct but always slower than the bound, whatever the load on the machine: the sweep 200 times.
+SLOW = HONEST.replace("    #pragma omp parallel for", "    for (int rep = 0; rep < 200; ++rep)\n    #pragma omp parallel for", 1)
 QUICK = ProtocolSettings(passes=3, launches=3, warmup=1, max_attempts=1)
 CASE = "star_1/64x64x64/f32"
 
@@ -32,8 +37,14 @@ class Scripted:
         source = self.sources[len(self.seen) - 1]
         if source is None:
             raise GenerationFailure("the model replied without a code block", usage={"output_tokens": 12}, kind="malformed")
-        return Proposal(source=source, launch={"threads": 1}, hypothesis=f"idea {len(self.seen)}",
-                        lever_tags=(f"tag{len(self.seen)}",), subject=f"change {len(self.seen)}", usage={})
+        disruptive = isinstance(source, Rewrite)
+        return Proposal(source=str(source), launch={"threads": 1}, hypothesis=f"idea {len(self.seen)}",
+                        lever_tags=(f"tag{len(self.seen)}",), subject=f"change {len(self.seen)}", usage={},
+                        disruptive=disruptive)
+
+
+class Rewrite(str):
+    """A source the scripted proposer marks as a disruptive rewrite (it opens a branch)."""
 
 
 def run_rounds(campaign: str, case: str, proposer: Scripted) -> list:
@@ -106,8 +117,9 @@ def test_convergence_seals_a_cell_and_the_next_case_borrows_its_diagnosis_not_it
 
 
 def test_the_loop_history_rebuilds_from_the_ledger_alone(ledger, speed_rule_lifted):
-    campaign = start_campaign([CASE], "cpu", "scripted", 3, "user:test")
-    run_rounds(campaign, CASE, Scripted([BROKEN, HONEST, None]))
+    campaign = start_campaign([CASE], "cpu", "scripted", 4, "user:test")
+    run_rounds(campaign, CASE, Scripted([BROKEN, Rewrite(HONEST), None, BROKEN]))
+    assert Event.objects.filter(type__in=["BranchOpened", "BranchMerged"]).count() == 2
     forge_projections = [p for p in registered() if p.name.startswith("forge_")]
     before = {p.name: p.live_rows() for p in forge_projections}
     assert before["forge_perf_log"] and before["forge_idea_log"] and before["forge_operator_map"]
@@ -126,3 +138,53 @@ def test_forge_submit_runs_one_round_on_an_external_candidate(ledger, tmp_path, 
     entry = PerfEntry.objects.get()
     assert entry.change == "unrolled neighbour sum" and entry.state == "compilation_failure"
     assert IdeaEntry.objects.get().idea == "unrolled neighbour sum"
+
+
+# ---------------------------------------------------------------- branches
+
+
+def branch_events(campaign: str) -> list[RecordedEvent]:
+    rows = Event.objects.filter(stream=f"campaign/{campaign}", type__startswith="Branch").order_by("position")
+    return [RecordedEvent.from_body(row.body, row.prev_hash, row.hash) for row in rows]
+
+
+def test_a_branch_without_progress_for_five_rounds_is_measured_and_dropped(ledger):
+    """SLOW is correct but slower than the bound: it becomes the branch head without being
+    admitted; five failed rounds later the head is gated again and dropped."""
+    assert SLOW != HONEST
+    campaign = start_campaign([CASE], "cpu", "scripted", 7, "user:test")
+    proposer = Scripted([Rewrite(SLOW)] + [BROKEN] * 5 + [BROKEN])
+    outcomes = run_rounds(campaign, CASE, proposer)
+    assert outcomes[0].status == "committed" and RoundRow.objects.get(round=outcomes[0].round).speedup < 1
+    assert [c.on_branch for c in proposer.seen] == [False] + [True] * 5 + [False]
+    assert all(c.current_source == SLOW for c in proposer.seen[1:6])  # rounds build on the branch head
+    assert proposer.seen[6].current_source != SLOW  # back on the main line
+    opened, dropped = branch_events(campaign)
+    assert opened.type == "BranchOpened" and dropped.type == "BranchDropped"
+    data = dropped.data
+    assert "not_faster_than_public_bound" in data["reason"] and data["verdict_event"]
+    state = CaseCampaign.objects.get(campaign=campaign)
+    assert state.branch is None and state.best is None and state.converged == "budget_spent"
+
+
+def test_a_branch_head_admitted_by_the_gate_at_resolution_is_merged(ledger, monkeypatch):
+    campaign = start_campaign([CASE], "cpu", "scripted", 2, "user:test")
+    proposer = Scripted([Rewrite(SLOW), BROKEN])
+    first = execute_round(start_round(campaign, CASE, "scripted", "agent:test"), proposer, "agent:test", QUICK)
+    assert first.status == "committed" and not CaseCampaign.objects.get(campaign=campaign).best  # branch head only
+    lift_speed_rule(monkeypatch)  # from here the head can pass the gate on this shared machine
+    execute_round(start_round(campaign, CASE, "scripted", "agent:test"), proposer, "agent:test", QUICK)
+    opened, merged = branch_events(campaign)
+    assert merged.type == "BranchMerged" and merged.data["round"] is None  # a resolution measurement
+    state = CaseCampaign.objects.get(campaign=campaign)
+    assert state.best["source"] == SLOW and state.best["verdict"] == merged.data["verdict_event"]
+    assert state.converged == "budget_spent" and MapCell.objects.get(key=f"cpu|{CASE}").source == SLOW
+
+
+def test_a_branch_round_the_gate_admits_merges_at_once(ledger, speed_rule_lifted):
+    campaign = start_campaign([CASE], "cpu", "scripted", 1, "user:test")
+    run_rounds(campaign, CASE, Scripted([Rewrite(HONEST)]))
+    opened, merged = branch_events(campaign)
+    data = merged.data
+    assert merged.type == "BranchMerged" and data["round"] == opened.data["round"]
+    assert CaseCampaign.objects.get(campaign=campaign).best["source"] == HONEST
