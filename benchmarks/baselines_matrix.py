@@ -37,13 +37,13 @@ import json
 import os
 import shlex
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 import traceback
 from datetime import datetime, timezone
 from pathlib import Path
+
+import scratch_ledger
 
 ROOT = Path(__file__).resolve().parent.parent
 MATRIX = ROOT / "fixtures" / "matrices" / "gpu.json"
@@ -83,13 +83,7 @@ def select_cases(spec: str | None) -> list[str]:
 
 
 def setup_django() -> None:
-    os.environ.setdefault("FORGESTENCIL_VAR_DIR", tempfile.mkdtemp(prefix="forgestencil-baselines-"))
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
-    sys.path.insert(0, str(ROOT))
-    subprocess.run([sys.executable, str(ROOT / "manage.py"), "migrate", "--noinput", "-v", "0"], check=True, cwd=ROOT)
-    import django
-
-    django.setup()
+    scratch_ledger.setup_django("baselines")
     from ledger.services import initialise_ledger
 
     initialise_ledger("baselines benchmark (scratch)", ACTOR)

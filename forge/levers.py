@@ -36,7 +36,7 @@ from typing import Any, Iterable
 
 from measurement.harness.cases import Case
 
-from .kernelgen import Plan, effective, render
+from .kernelgen import DEFAULTS, Plan, effective, render
 
 TAGS = (
     "block_shape",
@@ -82,15 +82,15 @@ class Lever:
     param: str = ""
     value: Any = None
 
-    @property
-    def disruptive(self) -> bool:
-        """Rewrites the loop structure (not a tuning step): forged on a branch."""
-        return self.param in DISRUPTIVE_PARAMS
+    def disruptive(self, plan: Plan) -> bool:
+        """Rewrites the loop structure of `plan` (forged on a branch): a structural parameter
+        leaves its default form. Retuning one already set (z_march 4 -> 8) is a tuning step."""
+        return self.param in DISRUPTIVE_PARAMS and plan.value(self.param) == DEFAULTS[self.backend][self.param]
 
     def as_dict(self) -> dict[str, Any]:
         value = list(self.value) if isinstance(self.value, tuple) else self.value
         return {"name": self.name, "backend": self.backend, "tags": list(self.tags), "description": self.description,
-                "param": self.param, "value": value, "disruptive": self.disruptive}
+                "param": self.param, "value": value}
 
 
 def _cpu_levers() -> list[Lever]:

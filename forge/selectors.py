@@ -72,10 +72,17 @@ def verdict_fraction(verdict_event: str | None) -> float | None:
 
 
 def profile(state: CaseCampaign) -> dict:
+    """What the proposer may know of the current kernel. Before anything is admitted, the
+    bandwidth fraction is the latest measured round's of this case, so the first diagnoses are
+    not blind."""
     best = state.best or {}
+    fraction = verdict_fraction(best.get("verdict"))
+    if fraction is None:
+        latest = PerfEntry.objects.filter(case=state.case, fraction_of_copy__isnull=False).order_by("-position").first()
+        fraction = latest.fraction_of_copy if latest else None
     return {
         "best_speedup_over_bound": best.get("speedup"),
-        "fraction_of_copy_bandwidth": verdict_fraction(best.get("verdict")),
+        "fraction_of_copy_bandwidth": fraction,
         "rounds_so_far": state.rounds,
         "non_improving_streak": state.streak,
     }

@@ -40,6 +40,6 @@ class LeversProposer:
                 subject=subject,
                 usage={"lever": lever.name},
                 plan=candidate.as_dict(),
-                disruptive=lever.disruptive and not context.on_branch,
+                disruptive=lever.disruptive(plan) and not context.on_branch,
             )
         raise GenerationFailure("every applicable lever was already tried from this kernel", kind="exhausted")

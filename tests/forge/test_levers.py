@@ -208,3 +208,15 @@ def test_ignored_parameters_render_the_same_kernel():
     flat = parse_case("star2d_1/37x41/f32")
     assert render(flat, "cpu", cpu.with_(collapse=1)) == render(flat, "cpu", cpu)
     assert render(flat, "cpu", cpu.with_(collapse=1, loop_order="tiled")) != render(flat, "cpu", cpu.with_(loop_order="tiled"))
+
+
+def test_a_structural_lever_opens_a_branch_only_when_it_leaves_the_default_form():
+    lever = lv.lever
+    case = parse_case("star_1/256x256x256/f32")
+    default = Plan.default("cuda")
+    march_4 = lever("z_march_4", "cuda")
+    assert march_4.disruptive(default)
+    marching = apply(march_4, case, default)
+    assert not lever("z_march_8", "cuda").disruptive(marching)  # retuning the chunk
+    assert not lever("ldg", "cuda").disruptive(default)
+    assert lever("loop_tiled", "cpu").disruptive(Plan.default("cpu"))

@@ -1,4 +1,4 @@
-"""`manage.py forge submit|run`: the Kernel Agent from the command line."""
+"""`manage.py forge submit|run|ablation`: the Kernel Agent from the command line."""
 from __future__ import annotations
 
 import json
@@ -6,17 +6,20 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from measurement.harness.cases import CaseError
+from measurement.harness.cases import CaseError, parse_case
+from measurement.management.commands._common import protocol_from
 from measurement.services import MeasurementError, matrix_cases
 
 from forge import selectors
+from forge.ablation import ARMS, CandidateResult, run_ablation
 from forge.proposers.base import ProposerUnavailable
 from forge.proposers.external import ExternalProposer
 from forge.services import ForgeError, execute_round, run_campaign, start_campaign, start_round
 
 
 class Command(BaseCommand):
-    help = "Run the Kernel Agent: `submit` one external candidate as a round, or `run` a campaign."
+    help = ("Run the Kernel Agent: `submit` one external candidate as a round, `run` a campaign, or `ablation` "
+            "(synthesis vs search at equal budget).")
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("--actor", default="user:cli")
@@ -34,6 +37,15 @@ class Command(BaseCommand):
         run.add_argument("--backend", choices=["cpu", "cuda"], default="cpu")
         run.add_argument("--proposer", choices=["levers", "anthropic"], default="levers")
         run.add_argument("--rounds", type=int, default=6)
+        ablation = actions.add_parser(
+            "ablation", help="synthesis vs search at equal budget on one case: autotune, oneshot, loop (docs/forge_ablation.md)")
+        ablation.add_argument("--case", required=True)
+        ablation.add_argument("--budget", type=int, required=True, help="measured candidates per arm (at least 1)")
+        ablation.add_argument("--backend", choices=["cpu", "cuda"], default="cpu")
+        ablation.add_argument("--proposer", choices=["levers", "anthropic"], default="levers", help="the loop arm's proposer")
+        ablation.add_argument("--arms", default=",".join(ARMS), help=f"comma-separated subset of {','.join(ARMS)} (default: all)")
+        ablation.add_argument("--passes", type=int, help="timing passes (default 7)")
+        ablation.add_argument("--launches", type=int, help="launches per measurement (default: 5 cpu, 10 cuda)")
 
     def handle(self, *args, **options) -> None:
         try:
@@ -76,3 +88,36 @@ class Command(BaseCommand):
             speedup = f"{best['speedup']:.2f}x" if best.get("speedup") else "-"
             share = f"{fraction:.1%}" if fraction else "-"
             self.stdout.write(f"{state.case:<34} {state.rounds:>6} {speedup:>13} {share:>10}  {state.converged or 'no'}")
+
+    def do_ablation(self, options) -> None:
+        budget = options["budget"]
+        if budget < 1:
+            raise CommandError(f"--budget must be at least 1 measured candidate per arm, got {budget}")
+        arms = [arm.strip() for arm in options["arms"].split(",") if arm.strip()]
+        unknown = [arm for arm in arms if arm not in ARMS]
+        if unknown or not arms:
+            raise CommandError(f"--arms takes a comma-separated subset of {','.join(ARMS)}; got {options['arms']!r}")
+        protocol = protocol_from(options)
+        case = parse_case(options["case"]).id
+        self.stderr.write(f"ablation on {case} ({options['backend']}): {', '.join(a for a in ARMS if a in arms)}, "
+                          f"{budget} candidate(s) per arm, loop proposer {options['proposer']}")
+
+        def progress(c: CandidateResult) -> None:
+            speed = f"{c.speedup:.2f}x over straightforward" if c.speedup is not None else "-"
+            what = c.state if c.measured else f"{c.state} (not measured)"
+            self.stderr.write(f"  {c.arm:<8} {c.number:>3}/{budget:<3} {c.label[:48]:<48} {what:<34} {speed}")
+
+        results = run_ablation(case, options["backend"], budget, options["actor"], options["proposer"],
+                               protocol, progress, arms)
+        first = results[0]
+        self.stdout.write(f"ablation {first.ablation}: {first.case} on {first.backend}, budget {budget} measured candidates per arm")
+        self.stdout.write(f"{'arm':<9} {'status':<9} {'measured':>9} {'correct':>8} {'best speedup':>13}  reason")
+        for r in results:
+            best = r.best
+            speedup = f"{best.speedup:.2f}x" if best else "-"
+            measured = f"{r.candidates_measured}/{r.budget}"
+            reason = r.reason or ("" if r.candidates_measured == r.budget else "used less than its budget: see detail")
+            self.stdout.write(f"{r.arm:<9} {r.status:<9} {measured:>9} {r.correct_candidates:>8} {speedup:>13}  {reason}")
+        self.stdout.write("best speedup: median of the straightforward kernel / median of the best correct candidate, same measurement")
+        for r in results:
+            self.stdout.write(f"  {r.arm}: event #{r.event.position} (AblationMeasured) {r.event.data['detail'] or r.reason}")

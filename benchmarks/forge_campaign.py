@@ -1,0 +1,185 @@
+#!/usr/bin/env python
+"""A forging campaign in a fresh scratch ledger, shipped as that ledger's export, and the table
+generated from the export (never typed by hand).
+
+Run mode: a fresh ledger (FORGESTENCIL_VAR_DIR defaults to a new temporary folder), the matrix
+loaded (`CaseDefined`), one campaign over --cases with the levers proposer, rounds taken
+round-robin over the cases (so a deadline cuts every case short evenly, not the last ones
+entirely) in this process, and the whole ledger exported to --out after every round:
+
+    .venv/bin/python benchmarks/forge_campaign.py --backend cpu --matrix cpu --rounds 8 \\
+        --out docs/benchmarks/forge_cpu_levers.jsonl
+
+On the device machine (docs/gpu.md), with a deadline that starts no round expected to overrun:
+
+    source scripts/device_env.sh && python3 benchmarks/forge_campaign.py --backend cuda \\
+        --cases star_1/256x256x256/f32,box_1/256x256x256/f32,star2d_1/8192x8192/f32 \\
+        --rounds 6 --deadline 540 --out $OUT/forge_h200_levers.jsonl
+
+Table mode (`--table FILE.jsonl`) prints markdown from the export alone: per case the best
+admitted kernel's speedup over the per-case public bound (with its 95% CI and the bound's
+identity), its fraction of the copy bandwidth measured in the same run, the diagnosis sealed
+in the map, and each round's change and outcome. `python -m ledger.verify_export FILE` checks
+the export; `manage.py ledger import FILE` loads it with its origin.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import scratch_ledger
+ACTOR = "agent:forge-campaign"
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def export(out: Path) -> int:
+    from ledger.transfer import export_ledger
+
+    temporary = out.with_suffix(".tmp")
+    with temporary.open("w", encoding="utf-8") as handle:
+        count = export_ledger(handle)
+    os.replace(temporary, out)
+    return count
+
+
+def run(options) -> int:
+    scratch_ledger.setup_django("campaign")
+    from forge.models import CaseCampaign
+    from forge.proposers import make_proposer
+    from forge.projections import campaign_key
+    from forge.services import execute_round, start_campaign, start_round
+    from ledger.services import initialise_ledger
+    from measurement.services import load_matrix, matrix_cases
+
+    started = time.perf_counter()
+    initialise_ledger(f"forge campaign ({options.backend}, scratch)", ACTOR)
+    load_matrix(options.matrix, ACTOR)
+    cases = options.cases.split(",") if options.cases else matrix_cases(options.matrix)
+    campaign = start_campaign(cases, options.backend, "levers", options.rounds, ACTOR)
+    proposer = make_proposer("levers")
+    out = Path(options.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    durations: list[float] = []
+    for number in range(1, options.rounds + 1):
+        for case in cases:
+            if CaseCampaign.objects.get(key=campaign_key(campaign, case)).converged:
+                continue
+            elapsed = time.perf_counter() - started
+            if options.deadline and durations and elapsed + max(durations) * 1.2 > options.deadline:
+                log(f"deadline: stopping after {elapsed:.0f} s; the export holds every ended round")
+                export(out)
+                return 0
+            round_id = start_round(campaign, case, "levers", ACTOR)
+            if round_id is None:
+                continue
+            began = time.perf_counter()
+            outcome = execute_round(round_id, proposer, ACTOR)
+            durations.append(time.perf_counter() - began)
+            speed = f"{outcome.speedup:.2f}x" if outcome.speedup is not None else "-"
+            log(f"round {number} {case}: {outcome.status} ({outcome.state}) {speed} [{durations[-1]:.0f} s] {outcome.detail[:100]}")
+            export(out)
+    log(f"done in {time.perf_counter() - started:.0f} s; {export(out)} events in {out}")
+    return 0
+
+
+# ---------------------------------------------------------------- the table, from the export alone
+
+
+def read_export(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def table(path: Path) -> str:
+    events = read_export(path)
+    by_id = {e["event_id"]: e for e in events}
+    started = [e["payload"] for e in events if e["type"] == "CampaignStarted"]
+    rounds: dict[str, dict] = {}
+    per_case: dict[str, list[dict]] = defaultdict(list)
+    sealed, converged, branches = {}, {}, defaultdict(list)
+    admitted: dict[str, dict] = {}  # case -> the latest admitted GateVerdict (the gate's current kernel)
+    for e in events:
+        p = e["payload"]
+        if e["type"] == "RoundStarted":
+            rounds[p["round"]] = {"number": p["number"], "case": p["case"], "branch": p.get("branch", "main")}
+            per_case[p["case"]].append(rounds[p["round"]])
+        elif e["type"] == "CandidateProposed" and p["round"] in rounds:
+            rounds[p["round"]]["subject"] = p["subject"]
+        elif e["type"] in ("RoundCommitted", "RoundReverted") and p["round"] in rounds:
+            verdict = by_id.get(p["verdict_event"] or "", {}).get("payload", {})
+            if verdict.get("verdict") == "admitted":
+                admitted[p["case"]] = verdict
+            rounds[p["round"]].update(end=e["type"], state=p["state"], speedup=p["speedup"], line=p.get("line", "main"),
+                                      fraction=verdict.get("fraction_of_copy"), reasons=verdict.get("reasons", []))
+        elif e["type"] == "CellSealed":
+            sealed[p["case"]] = p
+        elif e["type"] == "CaseConverged":
+            converged[p["case"]] = p
+        elif e["type"].startswith("Branch"):
+            branches[p["case"]].append(e["type"].removeprefix("Branch").lower())
+            verdict = by_id.get(p.get("verdict_event") or "", {}).get("payload", {})
+            if e["type"] == "BranchMerged" and verdict.get("verdict") == "admitted":
+                admitted[p["case"]] = verdict
+    first = events[0] if events else {}
+    lines = [
+        f"Generated by `benchmarks/forge_campaign.py --table {path.name}` from the ledger export "
+        f"({len(events)} events, first recorded {first.get('recorded_at', '?')[:19]} UTC). "
+        + (f"Campaign: backend {started[0]['backend']}, proposer {started[0]['proposer']}, "
+           f"{started[0]['rounds_per_case']} rounds per case at most." if started else ""),
+        "",
+        "| case | rounds | admitted | speedup over the bound [95% CI] | bound | % of copy BW | branches | diagnosis (sealed) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for case in sorted(per_case):
+        verdict = admitted.get(case)
+        speed, bound_name, fraction = "–", "–", "–"
+        if verdict:
+            ci = verdict.get("speedup_ci")
+            bound = verdict.get("bound") or {}
+            speed = f"{verdict['speedup']:.2f}x" + (f" [{ci[0]:.2f}–{ci[1]:.2f}]" if ci else "")
+            bound_name = f"{bound.get('name', '?')} ({bound.get('precision', '?')})"
+            if verdict.get("fraction_of_copy") is not None:
+                fraction = f"{verdict['fraction_of_copy'] * 100:.0f}%"
+        diagnosis = sealed[case]["diagnosis"] if case in sealed else "not sealed (the case did not converge)"
+        lines.append(f"| {case} | {len(per_case[case])} | {'yes' if verdict else 'no'} | {speed} | {bound_name} | {fraction} "
+                     f"| {', '.join(branches[case]) or '–'} | {diagnosis} |")
+    lines += ["", f"Admitted: {len(admitted)} of {len(per_case)} cases (the columns show the gate's latest admitted kernel).", "", "Rounds (speedup over the bound as the gate measured it; "
+              "`B` = made on a branch, `→B` = kept as the branch head, `✓` = admitted):", ""]
+    for case in sorted(per_case):
+        cells = []
+        for r in per_case[case]:
+            speed = f"{r['speedup']:.2f}x" if r.get("speedup") is not None else r.get("state", "open")
+            mark = "✓" if r.get("end") == "RoundCommitted" and r.get("line") == "main" else "→B" if r.get("end") == "RoundCommitted" else ""
+            cells.append(f"{r['number']}{'B' if r['branch'] != 'main' else ''}: {r.get('subject', '?').split(':')[0]} {speed}{mark}")
+        lines.append(f"- **{case}** ({converged.get(case, {}).get('reason', 'not converged')}): " + "; ".join(cells))
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--backend", choices=["cpu", "cuda"], default="cpu")
+    parser.add_argument("--matrix", help="matrix whose CaseDefined events to load (default: the backend's: cpu or gpu)")
+    parser.add_argument("--cases", help="comma-separated case ids (default: the whole matrix)")
+    parser.add_argument("--rounds", type=int, default=6, help="round budget per case")
+    parser.add_argument("--deadline", type=float, help="seconds: start no round expected to end later")
+    parser.add_argument("--out", help="the JSON Lines export to write")
+    parser.add_argument("--table", help="print the markdown table of this export and exit")
+    options = parser.parse_args()
+    if options.table:
+        sys.stdout.write(table(Path(options.table)))
+        return 0
+    if not options.out:
+        parser.error("--out is required to run a campaign")
+    options.matrix = options.matrix or ("gpu" if options.backend == "cuda" else "cpu")
+    return run(options)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
