@@ -56,6 +56,9 @@ TAGS = (
     "aliasing",
 )
 
+# Tag weights per diagnosis kind (see rank()). Vectorisation and unrolled classes lead where
+# nothing is saturated: in the first CPU campaigns (docs/benchmarks/forge_cpu_levers.md) they were
+# the changes that beat the straightforward OpenMP kernel, while tiling and scheduling lost.
 # Diagnosis thresholds (see diagnose()).
 MEMORY_BOUND_FRACTION = 0.6  # at or above: memory-bound
 # Written-region points below which launch/fork-join cost dominates. Was 2^18 (64^3); the first
@@ -257,17 +260,15 @@ WEIGHTS: dict[str, dict[str, int]] = {
         "thread_coarsening": -2, "z_march": -2, "cache_blocking": -1,
     },
     "latency-bound": {
-        "read_only_cache": 4, "vector_loads": 4, "thread_coarsening": 4, "z_march": 3, "block_shape": 3,
-        "vectorisation": 3, "aliasing": 2, "omp_schedule": 2, "cache_blocking": 2, "shared_memory": 2, "loop_order": 2,
-        "unroll": 1,
+        "vectorisation": 5, "read_only_cache": 4, "vector_loads": 4, "thread_coarsening": 4, "unroll": 4, "z_march": 3,
+        "block_shape": 3, "aliasing": 1, "omp_schedule": 2, "cache_blocking": 2, "shared_memory": 2, "loop_order": 2,
     },
     "occupancy-limited": {
         "block_shape": 5, "read_only_cache": 2, "unroll": 1, "shared_memory": -2, "thread_coarsening": -1, "z_march": -1,
     },
     "unknown": {
-        "z_march": 3, "temporal_fusion": 3, "vectorisation": 3, "vector_loads": 2, "shared_memory": 2,
-        "cache_blocking": 2, "read_only_cache": 2, "unroll": 2, "loop_order": 2, "block_shape": 1, "omp_schedule": 1,
-        "aliasing": 1,
+        "vectorisation": 4, "z_march": 3, "temporal_fusion": 3, "unroll": 3, "vector_loads": 2, "shared_memory": 2,
+        "read_only_cache": 2, "loop_order": 2, "cache_blocking": 1, "block_shape": 1, "omp_schedule": 1,
     },
 }
 
