@@ -1,0 +1,125 @@
+"""The App Agent: one application from its hotspot to an integrated (or dropped) optimisation,
+every step a milestone event.
+
+M1 locate the hotspot and measure the application's own baseline (exit: BLOCKED when the
+baseline does not build, run or verify; OUT_OF_SCOPE when no stencil hotspot carries enough of
+the time for a kernel to matter); M2a the framework-level candidate, from the proposer; M2b the
+Kernel Agent forges the hot operator's case and the agent takes back an admitted kernel through
+the forged-kernel library (it never reads the operator map itself); M3 the application gate;
+M4 integrate (INTEGRATED) or stop (RESEARCH when the candidate is wrong, DROPPED when it is
+correct but not worth it).
+"""
+from __future__ import annotations
+
+import statistics
+import tempfile
+from pathlib import Path
+from typing import Callable
+
+from ledger.services import NewEvent, append
+
+from . import runner
+from .models import AppRow
+from .services import AppGateOutcome, AppProtocol, register, run_gate
+
+MIN_HOTSPOT_FRACTION = 0.2  # below it even an infinitely fast kernel gains < 1.25x: out of scope
+
+
+def _milestone(app: str, milestone: str, detail: str, actor: str, evidence: dict | None = None) -> None:
+    append(NewEvent(stream=f"app/{app}", type="AppMilestoneReached", actor=actor,
+                    payload={"app": app, "milestone": milestone, "detail": detail, "evidence": evidence or {}}))
+
+
+def _state(app: str, state: str, reason: str, actor: str) -> None:
+    append(NewEvent(stream=f"app/{app}", type="AppStateChanged", actor=actor, payload={"app": app, "state": state, "reason": reason}))
+
+
+def run_agent(manifest: str | Path, actor: str, kernel_rounds: int = 0, protocol: AppProtocol | None = None,
+              progress: Callable[[str], None] | None = None) -> AppRow:
+    """Drive one application through M1..M4 with the `external` proposer: the candidate is the
+    variant already present in the source, selected by the manifest's switch."""
+    say = progress or (lambda message: None)
+    loaded, _ = register(manifest, actor)
+    name = loaded.name
+    _state(name, "IN_PROGRESS", "the App Agent started", actor)
+    say("M1: the baseline and its hotspot")
+    baseline = _measure_baseline(loaded)
+    if baseline["problem"]:
+        _state(name, "BLOCKED", f"M1: {baseline['problem']}", actor)
+        return AppRow.objects.get(name=name)
+    fraction = baseline["hotspot_fraction"]
+    case = loaded.manifest.hotspot.case
+    _milestone(name, "M1", f"baseline runs and verifies on {len(baseline['datasets'])} dataset(s); hotspot "
+               + (f"{case}, {fraction:.0%} of the time" if fraction is not None else "not reported"), actor, baseline)
+    if fraction is None or case is None or fraction < MIN_HOTSPOT_FRACTION:
+        _state(name, "OUT_OF_SCOPE", "no stencil hotspot carries at least "
+               f"{MIN_HOTSPOT_FRACTION:.0%} of the time (measured: {'none' if fraction is None else f'{fraction:.0%}'})", actor)
+        return AppRow.objects.get(name=name)
+    switch = loaded.manifest.switch
+    _milestone(name, "M2a", f"candidate variant from the external proposer: the {switch.kind} switch "
+               f"{switch.name + '=' if switch.name else ''}{switch.candidate!r}", actor,
+               {"proposer": "external", "switch": switch.model_dump()})
+    say(f"M2b: the Kernel Agent on {case}")
+    detail, evidence = _kernel_agent(case, loaded.manifest.architecture, kernel_rounds, actor)
+    _milestone(name, "M2b", detail, actor, evidence)
+    say("M3: the application gate")
+    outcome = run_gate(manifest, actor, protocol, say)
+    _milestone(name, "M3", f"gate verdict: {outcome.verdict}: {outcome.detail}", actor,
+               {"verdict_event": str(outcome.verdict_event.event_id)})
+    _finish(name, outcome, actor)
+    return AppRow.objects.get(name=name)
+
+
+def _finish(name: str, outcome: AppGateOutcome, actor: str) -> None:
+    if outcome.verdict == "admitted":
+        _milestone(name, "M4", f"integrated: the candidate variant is the application's default at {outcome.headline:.3f}x", actor,
+                   {"verdict_event": str(outcome.verdict_event.event_id)})
+        _state(name, "INTEGRATED", outcome.detail, actor)
+    elif outcome.headline is None:
+        _state(name, "RESEARCH", f"the candidate did not pass: {', '.join(outcome.reasons)}: {outcome.detail}", actor)
+    else:
+        _state(name, "DROPPED", f"correct but {outcome.detail}", actor)
+
+
+def _kernel_agent(case: str, backend: str, rounds: int, actor: str) -> tuple[str, dict]:
+    """Forge the hot operator's case (when rounds > 0), then ask the library for its kernel."""
+    from forge.library import NoForgedKernel, lookup
+    from forge.services import run_campaign, start_campaign
+
+    evidence: dict = {"case": case, "backend": backend, "rounds": rounds}
+    if rounds > 0:
+        campaign = start_campaign([case], backend, "levers", rounds, actor)
+        run_campaign(campaign, "levers", actor)
+        evidence["campaign"] = campaign
+    try:
+        kernel = lookup(case, backend)
+    except NoForgedKernel as missing:
+        evidence["kernel"] = None
+        return f"no admitted kernel for {case} to take back: {missing}", evidence
+    evidence["kernel"] = {"case": kernel.case, "source_hash": kernel.source_hash, "verdict_event": kernel.verdict_event,
+                          "speedup": kernel.speedup, "status": kernel.status}
+    return f"took back the admitted kernel for {kernel.case} ({kernel.speedup:.2f}x over its bound, {kernel.status})", evidence
+
+
+def _measure_baseline(loaded) -> dict:
+    """Build the baseline and run it once per dataset: its own verdict, time and hotspot share."""
+    result: dict = {"problem": "", "datasets": {}, "hotspot_fraction": None}
+    with tempfile.TemporaryDirectory(prefix=f"appagent-{loaded.name}-") as scratch_name:
+        scratch = Path(scratch_name)
+        built = runner.build(loaded, "baseline", scratch)
+        if not built.ok:
+            result["problem"] = f"the baseline does not build: {built.output_tail[-300:]}"
+            return result
+        fractions = []
+        for dataset in loaded.manifest.datasets:
+            ran = runner.run(loaded, "baseline", built.binary, dataset, scratch)
+            ok, why = runner.own_verdict(loaded, ran)
+            if not ok:
+                result["problem"] = f"the baseline fails on {dataset.name}: {why}"
+                return result
+            seconds, hot = runner.seconds_of(loaded, ran), runner.hotspot_of(loaded, ran)
+            result["datasets"][dataset.name] = {"seconds": seconds, "hotspot_seconds": hot}
+            if seconds and hot is not None:
+                fractions.append(min(1.0, hot / seconds))
+        result["hotspot_fraction"] = statistics.median(fractions) if fractions else None
+    return result

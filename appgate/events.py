@@ -1,0 +1,97 @@
+"""Event types owned by the application gate and the App Agent."""
+from __future__ import annotations
+
+from typing import Any, Literal, Optional
+
+from pydantic import Field
+
+from ledger.event_types import Payload, event_type
+
+Milestone = Literal["M1", "M2a", "M2b", "M3", "M4"]
+AppState = Literal["IN_PROGRESS", "OUT_OF_SCOPE", "BLOCKED", "RESEARCH", "DROPPED", "INTEGRATED"]
+VariantName = Literal["baseline", "candidate"]
+
+
+@event_type("AppRegistered", owner="appgate")
+class AppRegistered(Payload):
+    """A manifest accepted by the schema; a changed manifest registers again (a new version)."""
+
+    app: str
+    architecture: Literal["cpu", "cuda"]
+    manifest: dict[str, Any]
+    manifest_text: str
+    manifest_hash: str
+    manifest_path: str  # as given (relative to the project for bundled apps)
+    source_dir: str
+
+
+@event_type("AppMilestoneReached", owner="appgate")
+class AppMilestoneReached(Payload):
+    app: str
+    milestone: Milestone
+    detail: str
+    evidence: dict[str, Any] = Field(default_factory=dict)
+
+
+@event_type("AppStateChanged", owner="appgate")
+class AppStateChanged(Payload):
+    app: str
+    state: AppState
+    reason: str
+
+
+@event_type("AppVariantBuilt", owner="appgate")
+class AppVariantBuilt(Payload):
+    app: str
+    run: str  # the gate run
+    variant: VariantName
+    ok: bool
+    command: list[str]
+    seconds: float
+    output_tail: str = ""
+    binary_hash: Optional[str] = None
+    source_hashes: dict[str, str] = Field(default_factory=dict)
+
+
+@event_type("AppDatasetMeasured", owner="appgate")
+class AppDatasetMeasured(Payload):
+    """One dataset: both variants' correctness runs and their interleaved timed passes."""
+
+    app: str
+    run: str
+    dataset: str
+    args: str
+    correct: dict[str, bool]  # variant -> the program's own verdict on every run of it
+    correctness_detail: dict[str, str]
+    samples: dict[str, list[float]]  # variant -> seconds per pass (timing source)
+    hotspot_samples: dict[str, list[float]] = Field(default_factory=dict)
+    medians: dict[str, Optional[float]] = Field(default_factory=dict)
+    spread: dict[str, Optional[float]] = Field(default_factory=dict)
+    order: list[list[str]] = Field(default_factory=list)  # each pass's variant order
+    speedup: Optional[float] = None
+    speedup_ci: Optional[list[float]] = None
+    hotspot_fraction: Optional[float] = None  # of the baseline
+    noisy: bool = False
+    timing_source: str
+
+
+@event_type("AppGateVerdict", owner="appgate")
+class AppGateVerdict(Payload):
+    result: str  # app/<architecture>/<name>
+    app: str
+    run: str
+    verdict: Literal["admitted", "rejected"]
+    reasons: list[str]
+    detail: str = ""
+    headline: Optional[float] = None  # geometric mean over every dataset
+    headline_ci: Optional[list[float]] = None
+    datasets: dict[str, Optional[float]] = Field(default_factory=dict)  # shown, never the headline
+    real: bool = False
+    architecture: str
+    machine: dict[str, Any] = Field(default_factory=dict)
+    hotspot_fraction: Optional[float] = None
+    hotspot_speedup: Optional[float] = None
+    amdahl_ceiling: Optional[float] = None  # 1/(1-f+f/S) with S the measured hotspot speedup
+    amdahl_limit: Optional[float] = None  # 1/(1-f): no hotspot speedup can beat it
+    measurements: list[str] = Field(default_factory=list)  # AppDatasetMeasured / AppVariantBuilt ids
+    revises: Optional[str] = None

@@ -1,0 +1,103 @@
+"""`manage.py appgate register|run|rerun|list`: the application gate from the command line."""
+from __future__ import annotations
+
+import sys
+
+from django.core.management.base import BaseCommand, CommandError
+
+from appgate.agent import run_agent
+from appgate.manifest import ManifestError
+from appgate.models import AppRow
+from appgate.services import AppGateError, AppProtocol, register, rerun, run_gate
+
+
+class Command(BaseCommand):
+    help = "The application gate: register a manifest, run the gate on it, re-run it on a registered app, list apps."
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("--actor", default="user:cli")
+        actions = parser.add_subparsers(dest="action", required=True)
+        actions.add_parser("register", help="validate and record a manifest").add_argument("manifest")
+        run = actions.add_parser("run", help="build, check and time both variants on every dataset; record the verdict")
+        run.add_argument("manifest")
+        again = actions.add_parser("rerun", help="re-run the gate on a registered app; retract or downgrade if it no longer holds")
+        again.add_argument("app")
+        for sub in (run, again):
+            sub.add_argument("--passes", type=int, default=AppProtocol.passes, help="interleaved timing passes (default 7)")
+        agent = actions.add_parser("agent", help="the App Agent: milestones M1..M4 on one application (external proposer)")
+        agent.add_argument("manifest")
+        agent.add_argument("--kernel-rounds", type=int, default=0, help="rounds of the Kernel Agent on the hotspot case (M2b)")
+        agent.add_argument("--passes", type=int, default=AppProtocol.passes, help="interleaved timing passes (default 7)")
+        actions.add_parser("list", help="registered applications and their standing results")
+
+    def handle(self, *args, **options) -> None:
+        try:
+            getattr(self, f"do_{options['action']}")(options)
+        except ManifestError as error:
+            raise CommandError(str(error)) from None
+        except AppGateError as error:
+            raise CommandError(str(error)) from None
+
+    def _progress(self, message: str) -> None:
+        print(f"  {message}", file=sys.stderr, flush=True)
+
+    def do_register(self, options) -> None:
+        loaded, event = register(options["manifest"], options["actor"])
+        self.stdout.write(f"{loaded.name}: " + (f"registered (event #{event.position})" if event else "already registered, unchanged"))
+
+    def do_run(self, options) -> None:
+        outcome = run_gate(options["manifest"], options["actor"], self._protocol(options), self._progress)
+        self._report(outcome)
+
+    def do_rerun(self, options) -> None:
+        outcome, revision = rerun(options["app"], options["actor"], self._protocol(options), self._progress)
+        self._report(outcome)
+        if revision is not None:
+            self.stdout.write(f"{revision.type}: {revision.data['reason']} (event #{revision.position})")
+        else:
+            self.stdout.write("the standing result holds")
+
+    def do_agent(self, options) -> None:
+        if options["kernel_rounds"] < 0:
+            raise CommandError("--kernel-rounds must be 0 or more")
+        row = run_agent(options["manifest"], options["actor"], options["kernel_rounds"], self._protocol(options), self._progress)
+        for milestone in row.milestones:
+            self.stdout.write(f"{milestone['milestone']:4} {milestone['detail']}")
+        self.stdout.write(f"state: {row.state}: {row.state_reason}")
+
+    def do_list(self, options) -> None:
+        rows = AppRow.objects.order_by("name")
+        self.stdout.write(f"{'app':24} {'arch':5} {'state':12} {'status':11} {'headline':>9} real")
+        for row in rows:
+            headline = f"{row.headline:.3f}x" if row.headline else "-"
+            self.stdout.write(f"{row.name:24} {row.architecture:5} {row.state:12} {row.status or '-':11} {headline:>9} {'yes' if row.real else 'no'}")
+
+    @staticmethod
+    def _protocol(options) -> AppProtocol:
+        if options["passes"] < 1:
+            raise CommandError("--passes must be at least 1")
+        return AppProtocol(passes=options["passes"])
+
+    def _report(self, outcome) -> None:
+        data = outcome.verdict_event.data
+        self.stdout.write(f"{data['app']} ({data['architecture']}): {outcome.verdict.upper()}"
+                          + (f" [{', '.join(outcome.reasons)}]" if outcome.reasons else "") + f": {outcome.detail}")
+        if outcome.measured:
+            self.stdout.write(f"{'dataset':14} {'baseline':>11} {'candidate':>11} {'speedup':>8} {'95% CI':>15} {'hotspot f':>9} noisy")
+            for p in outcome.measured:
+                base, cand = p["medians"].get("baseline"), p["medians"].get("candidate")
+                ci = p.get("speedup_ci")
+                self.stdout.write(
+                    f"{p['dataset']:14} {_s(base):>11} {_s(cand):>11} "
+                    f"{(format(p['speedup'], '.3f') + 'x') if p.get('speedup') else '-':>8} "
+                    f"{(f'{ci[0]:.3f}-{ci[1]:.3f}') if ci else '-':>15} "
+                    f"{format(p['hotspot_fraction'], '.2f') if p.get('hotspot_fraction') is not None else '-':>9} "
+                    f"{'yes' if p['noisy'] else 'no'}")
+        if data.get("amdahl_ceiling"):
+            self.stdout.write(f"Amdahl: hotspot fraction f={data['hotspot_fraction']:.2f}, hotspot speedup "
+                              f"S={data['hotspot_speedup']:.2f}x, ceiling 1/(1-f+f/S)={data['amdahl_ceiling']:.2f}x")
+        self.stdout.write(f"REAL: {'yes' if data['real'] else 'no'}; verdict event #{outcome.verdict_event.position}")
+
+
+def _s(seconds: float | None) -> str:
+    return f"{seconds * 1e3:.2f} ms" if seconds is not None else "-"

@@ -1,0 +1,301 @@
+"""Application manifests: what the application gate may run, parsed and checked, never trusted.
+
+A manifest is YAML validated by pydantic models with unknown keys forbidden, then by the checks
+a schema cannot express (safe paths, a licence we recognise, placeholders the switch needs, the
+baseline's bytes). Every problem is reported at once, each as "field.path: what is wrong"; an
+invalid manifest records nothing.
+
+Commands are argument lists after placeholder substitution, run without a shell:
+`{out}` the variant's binary in the gate's scratch folder, `{switch}` the switch value of the
+variant (build_flag / cli_flag), `{src}` the application's source folder, `{args}` the
+dataset's arguments (split like a shell would), `{workdir}` the run's scratch folder.
+"""
+from __future__ import annotations
+
+import hashlib
+import re
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Literal, Union
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+# SPDX identifiers accepted for a bundled or outside program's licence.
+LICENCES = frozenset({
+    "MIT", "BSD-2-Clause", "BSD-3-Clause", "Apache-2.0", "GPL-2.0-only", "GPL-2.0-or-later", "GPL-3.0-only",
+    "GPL-3.0-or-later", "LGPL-2.1-or-later", "LGPL-3.0-or-later", "MPL-2.0", "ISC", "Unlicense", "CC0-1.0", "Zlib",
+})
+NAME = r"^[a-z][a-z0-9_-]{1,63}$"
+PLACEHOLDER = re.compile(r"\{(\w+)\}")
+BUILD_PLACEHOLDERS = {"out", "switch", "src", "workdir"}
+RUN_PLACEHOLDERS = {"out", "switch", "src", "args", "workdir"}
+
+
+class ManifestError(Exception):
+    """The manifest is invalid; `problems` lists every "path: message"."""
+
+    def __init__(self, source: str, problems: list[str]):
+        self.source = source
+        self.problems = problems
+        super().__init__(f"{source}: {len(problems)} problem(s)\n" + "\n".join(f"  - {p}" for p in problems))
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class RealProgram(Strict):
+    """The program itself (not an operator proxy): what it computes and where its main file is."""
+
+    description: str = Field(min_length=10)
+    language: Literal["c", "cuda"]
+    entry: str  # the main source file, relative to source.path
+
+
+class Provenance(Strict):
+    upstream: str  # "bundled" or an https URL of the original
+    version: str = Field(min_length=1)  # commit hash or release
+    licence: str
+    authors: str = Field(min_length=1)
+
+
+class Source(Strict):
+    path: str = "."  # relative to the manifest for bundled apps; absolute for outside programs
+    # Files of the baseline with their sha256: the baseline must be byte-identical to the original.
+    baseline_files: dict[str, str] = Field(min_length=1)
+
+    @field_validator("baseline_files")
+    @classmethod
+    def _hashes(cls, value: dict[str, str]) -> dict[str, str]:
+        bad = [name for name, digest in value.items() if not re.fullmatch(r"[0-9a-f]{64}", digest)]
+        if bad:
+            raise ValueError(f"not a sha256 hex digest for {', '.join(bad)}")
+        return value
+
+
+class Build(Strict):
+    command: str = Field(min_length=1)
+    timeout_s: float = Field(default=300, gt=0, le=3600)
+
+
+class Run(Strict):
+    command: str = Field(min_length=1)
+    timeout_s: float = Field(default=120, gt=0, le=3600)
+
+
+class Switch(Strict):
+    """The single switch that selects the candidate variant; the baseline gets `baseline`."""
+
+    kind: Literal["build_flag", "env", "cli_flag"]
+    name: str | None = None  # the environment variable (kind env)
+    baseline: str = ""
+    candidate: str = Field(min_length=1)
+
+
+class Dataset(Strict):
+    name: str = Field(pattern=NAME)
+    args: str = ""
+    inputs: list[str] = Field(default_factory=list)  # files the run reads, relative to source.path
+
+
+class Builtin(Strict):
+    mode: Literal["builtin"]
+    result_pattern: str
+    failure_pattern: str
+
+
+class OutputDiff(Strict):
+    mode: Literal["same_program_output_diff"]
+    output_file: str  # written by the program in its working folder
+    tolerance: float = Field(ge=0)  # max relative difference of the numbers in the two files
+
+
+class CrossVariantStdout(Strict):
+    mode: Literal["cross_variant_stdout"]
+    match_pattern: str  # a regex whose groups are compared between the variants
+    tolerance: float = Field(default=0.0, ge=0)
+
+
+Correctness = Annotated[Union[Builtin, OutputDiff, CrossVariantStdout], Field(discriminator="mode")]
+
+
+class Timing(Strict):
+    source: Literal["wall", "pattern"]
+    pattern: str | None = None  # a regex with one group: the program's own seconds
+
+
+class Hotspot(Strict):
+    """Where the measured hotspot fraction f comes from (for the Amdahl ceiling 1/(1-f+f/S))."""
+
+    source: Literal["pattern", "none"]
+    pattern: str | None = None  # a regex with one group: seconds spent in the hotspot
+    case: str | None = None  # the operator case of the hot loop (the App Agent's M2b)
+
+
+class Manifest(Strict):
+    name: str = Field(pattern=NAME)
+    domain: str = Field(min_length=3)
+    real_program: RealProgram
+    provenance: Provenance
+    source: Source
+    build: Build
+    switch: Switch
+    run: Run
+    datasets: list[Dataset] = Field(min_length=1)
+    correctness: Correctness
+    timing: Timing
+    hotspot: Hotspot
+    architecture: Literal["cpu", "cuda"]
+
+
+@dataclass(frozen=True)
+class LoadedManifest:
+    manifest: Manifest
+    path: Path  # the manifest file
+    source_dir: Path  # resolved source.path
+    text: str  # the manifest as written (recorded with AppRegistered)
+
+    @property
+    def name(self) -> str:
+        return self.manifest.name
+
+
+def load_manifest(path: str | Path) -> LoadedManifest:
+    path = Path(path)
+    if not path.is_file():
+        raise ManifestError(str(path), [f"no manifest file at {path}"])
+    text = path.read_text(encoding="utf-8")
+    return parse_manifest(text, path)
+
+
+def parse_manifest(text: str, path: Path) -> LoadedManifest:
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        raise ManifestError(str(path), [f"(file): not valid YAML: {error}"]) from None
+    if not isinstance(data, dict):
+        raise ManifestError(str(path), ["(file): the manifest must be a mapping of fields"])
+    problems: list[str] = []
+    if "real_program" not in data:
+        problems.append("real_program: missing: a manifest must name the real program (an operator proxy is not an application)")
+    try:
+        manifest = Manifest.model_validate(data)
+    except ValidationError as error:
+        problems += [_describe(e) for e in error.errors() if not (e["loc"] == ("real_program",) and e["type"] == "missing")]
+        raise ManifestError(str(path), problems) from None
+    source_dir = _source_dir(manifest, path, problems)
+    problems += semantic_problems(manifest, source_dir)
+    if problems:
+        raise ManifestError(str(path), problems)
+    return LoadedManifest(manifest, path.resolve(), source_dir, text)
+
+
+def _describe(error: dict) -> str:
+    where = ".".join(str(part) for part in error["loc"]) or "(file)"
+    message = error["msg"]
+    if error["type"] == "extra_forbidden":
+        message = "unknown field"
+    elif error["type"] == "union_tag_invalid":
+        message = f"unknown correctness mode {error.get('input', {}).get('mode')!r}; use builtin, same_program_output_diff or cross_variant_stdout" \
+            if isinstance(error.get("input"), dict) else message
+    return f"{where}: {message}"
+
+
+def _source_dir(manifest: Manifest, path: Path, problems: list[str]) -> Path:
+    declared = Path(manifest.source.path)
+    base = path.resolve().parent
+    resolved = declared if declared.is_absolute() else (base / declared).resolve()
+    if not declared.is_absolute() and not resolved.is_relative_to(base):
+        problems.append(f"source.path: {manifest.source.path!r} leaves the manifest's folder; use an absolute path for outside programs")
+    elif not resolved.is_dir():
+        problems.append(f"source.path: no folder at {resolved}")
+    return resolved
+
+
+def _inside(source_dir: Path, relative: str) -> bool:
+    candidate = Path(relative)
+    return not candidate.is_absolute() and (source_dir / candidate).resolve().is_relative_to(source_dir.resolve())
+
+
+def semantic_problems(manifest: Manifest, source_dir: Path) -> list[str]:
+    """What a schema cannot say: safe paths, known licence, placeholders, patterns, files present."""
+    problems: list[str] = []
+    m = manifest
+    if m.provenance.licence not in LICENCES:
+        problems.append(f"provenance.licence: {m.provenance.licence!r} is not a recognised SPDX identifier ({', '.join(sorted(LICENCES))})")
+    if m.provenance.upstream != "bundled" and not re.match(r"^https://[\w.-]+/\S+$", m.provenance.upstream):
+        problems.append("provenance.upstream: must be 'bundled' or an https URL of the original")
+    files = {"real_program.entry": m.real_program.entry}
+    files.update({f"source.baseline_files.{name}": name for name in m.source.baseline_files})
+    files.update({f"datasets.{i}.inputs.{j}": f for i, d in enumerate(m.datasets) for j, f in enumerate(d.inputs)})
+    for where, relative in files.items():
+        if not _inside(source_dir, relative):
+            problems.append(f"{where}: {relative!r} is not a path inside the source folder")
+        elif source_dir.is_dir() and not (source_dir / relative).is_file():
+            problems.append(f"{where}: no file {relative!r} in {source_dir}")
+    if m.real_program.entry not in m.source.baseline_files:
+        problems.append(f"source.baseline_files: must include the entry file {m.real_program.entry!r}")
+    problems += _placeholder_problems("build.command", m.build.command, BUILD_PLACEHOLDERS)
+    problems += _placeholder_problems("run.command", m.run.command, RUN_PLACEHOLDERS)
+    if "{out}" not in m.build.command:
+        problems.append("build.command: must write the variant's binary to {out}")
+    where_switch = {"build_flag": ("build.command", m.build.command), "cli_flag": ("run.command", m.run.command)}.get(m.switch.kind)
+    if where_switch and "{switch}" not in where_switch[1]:
+        problems.append(f"{where_switch[0]}: a {m.switch.kind} switch needs the {{switch}} placeholder here")
+    if m.switch.kind == "env" and not (m.switch.name and re.fullmatch(r"[A-Z_][A-Z0-9_]*", m.switch.name)):
+        problems.append("switch.name: an env switch needs the variable's name (upper case)")
+    if m.switch.kind != "env" and m.switch.name:
+        problems.append(f"switch.name: only an env switch has a name (this one is {m.switch.kind})")
+    if m.switch.baseline == m.switch.candidate:
+        problems.append("switch.candidate: must differ from switch.baseline")
+    names = [d.name for d in m.datasets]
+    if len(set(names)) != len(names):
+        problems.append("datasets: dataset names must be unique")
+    patterns = {"timing.pattern": m.timing.pattern, "hotspot.pattern": m.hotspot.pattern}
+    if m.correctness.mode == "builtin":
+        patterns.update({"correctness.result_pattern": m.correctness.result_pattern, "correctness.failure_pattern": m.correctness.failure_pattern})
+    elif m.correctness.mode == "cross_variant_stdout":
+        patterns["correctness.match_pattern"] = m.correctness.match_pattern
+    elif not _inside(Path("/scratch"), m.correctness.output_file):
+        problems.append(f"correctness.output_file: {m.correctness.output_file!r} must be a relative path in the run's folder")
+    for where, pattern in patterns.items():
+        if pattern is not None:
+            problems += _pattern_problems(where, pattern)
+    if m.timing.source == "pattern" and not m.timing.pattern:
+        problems.append("timing.pattern: required when timing.source is 'pattern'")
+    if m.hotspot.source == "pattern" and not m.hotspot.pattern:
+        problems.append("hotspot.pattern: required when hotspot.source is 'pattern'")
+    return problems
+
+
+def _placeholder_problems(where: str, command: str, allowed: set[str]) -> list[str]:
+    problems = [f"{where}: unknown placeholder {{{name}}} (allowed: {', '.join(sorted(allowed))})"
+                for name in PLACEHOLDER.findall(command) if name not in allowed]
+    try:
+        shlex.split(command)
+    except ValueError as error:
+        problems.append(f"{where}: cannot be split into arguments: {error}")
+    return problems
+
+
+def _pattern_problems(where: str, pattern: str) -> list[str]:
+    try:
+        compiled = re.compile(pattern)
+    except re.error as error:
+        return [f"{where}: not a valid regular expression: {error}"]
+    needs_group = where in ("timing.pattern", "hotspot.pattern")
+    if needs_group and compiled.groups != 1:
+        return [f"{where}: needs exactly one group (the number of seconds)"]
+    return []
+
+
+def file_hash(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def baseline_mismatches(loaded: LoadedManifest) -> list[str]:
+    """Baseline files whose bytes differ from the declared original (empty: byte-identical)."""
+    return [name for name, digest in loaded.manifest.source.baseline_files.items()
+            if file_hash(loaded.source_dir / name) != digest]

@@ -1,0 +1,121 @@
+"""Manifest validation: every problem named with its field path, all at once; nothing recorded
+for an invalid manifest."""
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+import yaml
+
+from appgate.manifest import ManifestError, load_manifest
+from appgate.services import register
+from ledger.models import Event
+
+SOURCE = "int main(void) { return 0; }\n"
+
+
+def write_app(tmp_path, **changes):
+    """A valid manifest for a tiny program in tmp_path, with top-level blocks replaced or removed."""
+    (tmp_path / "src").mkdir(exist_ok=True)
+    (tmp_path / "src" / "main.c").write_text(SOURCE)
+    manifest = {
+        "name": "tiny-app",
+        "domain": "testing",
+        "real_program": {"description": "a program that only exits", "language": "c", "entry": "src/main.c"},
+        "provenance": {"upstream": "bundled", "version": "1.0", "licence": "MIT", "authors": "tests"},
+        "source": {"path": ".", "baseline_files": {"src/main.c": hashlib.sha256(SOURCE.encode()).hexdigest()}},
+        "build": {"command": "cc {switch} -o {out} src/main.c"},
+        "switch": {"kind": "build_flag", "baseline": "-DBASELINE", "candidate": "-DFORGED"},
+        "run": {"command": "{out} {args}"},
+        "datasets": [{"name": "one", "args": "1"}],
+        "correctness": {"mode": "builtin", "result_pattern": "PASSED", "failure_pattern": "FAILED"},
+        "timing": {"source": "wall"},
+        "hotspot": {"source": "none"},
+        "architecture": "cpu",
+    }
+    for key, value in changes.items():
+        if value is None:
+            manifest.pop(key)
+        else:
+            manifest[key] = value
+    path = tmp_path / "manifest.yaml"
+    path.write_text(yaml.safe_dump(manifest))
+    return path
+
+
+def problems(path) -> list[str]:
+    with pytest.raises(ManifestError) as error:
+        load_manifest(path)
+    return error.value.problems
+
+
+def test_a_valid_manifest_loads(tmp_path):
+    loaded = load_manifest(write_app(tmp_path))
+    assert loaded.name == "tiny-app" and loaded.source_dir == tmp_path.resolve()
+
+
+def test_a_manifest_without_a_real_program_is_refused_as_a_proxy(tmp_path):
+    found = problems(write_app(tmp_path, real_program=None))
+    assert any(p.startswith("real_program: missing") and "proxy" in p for p in found)
+
+
+def test_several_errors_are_reported_at_once_with_their_paths(tmp_path):
+    found = problems(write_app(tmp_path, build={"command": 7, "timeout_s": "soon"}, datasets="all", hotspot=None))
+    joined = "\n".join(found)
+    assert "build.command:" in joined and "build.timeout_s:" in joined
+    assert "datasets:" in joined and "hotspot: Field required" in joined
+    assert len(found) >= 4
+
+
+def test_an_unknown_correctness_mode_names_the_valid_ones(tmp_path):
+    found = problems(write_app(tmp_path, correctness={"mode": "eyeball", "tolerance": 1}))
+    assert any(p.startswith("correctness:") and "eyeball" in p and "same_program_output_diff" in p for p in found)
+
+
+@pytest.mark.parametrize("field, value, expected", [
+    ("source", {"path": "../elsewhere", "baseline_files": {"src/main.c": "0" * 64}}, "source.path: '../elsewhere' leaves"),
+    ("real_program", {"description": "a program that only exits", "language": "c", "entry": "/etc/passwd"},
+     "real_program.entry: '/etc/passwd' is not a path inside"),
+    ("datasets", [{"name": "one", "inputs": ["../../secret.bin"]}], "datasets.0.inputs.0: '../../secret.bin' is not a path inside"),
+    ("correctness", {"mode": "same_program_output_diff", "output_file": "/tmp/out.txt", "tolerance": 0},
+     "correctness.output_file: '/tmp/out.txt' must be a relative path"),
+])
+def test_unsafe_paths_are_refused(tmp_path, field, value, expected):
+    found = problems(write_app(tmp_path, **{field: value}))
+    assert any(p.startswith(expected) for p in found), found
+
+
+def test_semantic_checks(tmp_path):
+    found = problems(write_app(
+        tmp_path,
+        provenance={"upstream": "somewhere", "version": "1", "licence": "Proprietary", "authors": "x"},
+        build={"command": "cc -o prog src/main.c {unknown}"},
+        timing={"source": "pattern", "pattern": "time=(\\d+)(x)"},
+        switch={"kind": "env", "baseline": "0", "candidate": "0"},
+    ))
+    joined = "\n".join(found)
+    for expected in ("provenance.licence: 'Proprietary'", "provenance.upstream:", "build.command: unknown placeholder {unknown}",
+                     "build.command: must write the variant's binary to {out}", "timing.pattern: needs exactly one group",
+                     "switch.name: an env switch needs", "switch.candidate: must differ"):
+        assert expected in joined, (expected, found)
+
+
+def test_unknown_fields_and_wrong_types(tmp_path):
+    found = problems(write_app(tmp_path, architecture="tpu", extra_block={"x": 1}))
+    assert any(p.startswith("architecture:") for p in found) and "extra_block: unknown field" in found
+
+
+def test_an_invalid_manifest_records_nothing(ledger, tmp_path):
+    before = Event.objects.count()
+    with pytest.raises(ManifestError):
+        register(write_app(tmp_path, real_program=None), "user:test")
+    assert Event.objects.count() == before
+
+
+def test_registering_twice_records_once_and_a_changed_manifest_again(ledger, tmp_path):
+    path = write_app(tmp_path)
+    assert register(path, "user:test")[1] is not None
+    assert register(path, "user:test")[1] is None
+    path.write_text(path.read_text().replace("domain: testing", "domain: testing again"))
+    assert register(path, "user:test")[1] is not None
+    assert Event.objects.filter(type="AppRegistered").count() == 2
