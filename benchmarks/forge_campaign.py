@@ -25,8 +25,6 @@ the export; `manage.py ledger import FILE` loads it with its origin.
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import sys
 import time
 from collections import defaultdict
@@ -38,16 +36,6 @@ ACTOR = "agent:forge-campaign"
 
 def log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
-
-
-def export(out: Path) -> int:
-    from ledger.transfer import export_ledger
-
-    temporary = out.with_suffix(".tmp")
-    with temporary.open("w", encoding="utf-8") as handle:
-        count = export_ledger(handle)
-    os.replace(temporary, out)
-    return count
 
 
 def run(options) -> int:
@@ -75,7 +63,7 @@ def run(options) -> int:
             elapsed = time.perf_counter() - started
             if options.deadline and durations and elapsed + max(durations) * 1.2 > options.deadline:
                 log(f"deadline: stopping after {elapsed:.0f} s; the export holds every ended round")
-                export(out)
+                scratch_ledger.export(out)
                 return 0
             round_id = start_round(campaign, case, "levers", ACTOR)
             if round_id is None:
@@ -85,20 +73,16 @@ def run(options) -> int:
             durations.append(time.perf_counter() - began)
             speed = f"{outcome.speedup:.2f}x" if outcome.speedup is not None else "-"
             log(f"round {number} {case}: {outcome.status} ({outcome.state}) {speed} [{durations[-1]:.0f} s] {outcome.detail[:100]}")
-            export(out)
-    log(f"done in {time.perf_counter() - started:.0f} s; {export(out)} events in {out}")
+            scratch_ledger.export(out)
+    log(f"done in {time.perf_counter() - started:.0f} s; {scratch_ledger.export(out)} events in {out}")
     return 0
 
 
 # ---------------------------------------------------------------- the table, from the export alone
 
 
-def read_export(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-
-
 def table(path: Path) -> str:
-    events = read_export(path)
+    events = scratch_ledger.read_export(path)
     by_id = {e["event_id"]: e for e in events}
     started = [e["payload"] for e in events if e["type"] == "CampaignStarted"]
     rounds: dict[str, dict] = {}

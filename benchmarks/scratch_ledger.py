@@ -20,3 +20,20 @@ def setup_django(prefix: str) -> None:
     import django
 
     django.setup()
+
+
+def export(out: Path) -> int:
+    """Write the whole scratch ledger to `out` (JSON Lines), atomically."""
+    from ledger.transfer import export_ledger
+
+    temporary = out.with_suffix(".tmp")
+    with temporary.open("w", encoding="utf-8") as handle:
+        count = export_ledger(handle)
+    os.replace(temporary, out)
+    return count
+
+
+def read_export(path: Path) -> list[dict]:
+    import json
+
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
