@@ -130,7 +130,7 @@ def run_gate(path: str | Path, actor: str, protocol: AppProtocol | None = None,
                 if not check.correct[variant]:
                     return verdict([f"{variant}_incorrect"], f"{dataset.name}: {variant}: {check.detail[variant]}")
         for dataset in m.datasets:
-            payload = _time_dataset(loaded, binaries, dataset, scratch, protocol, gate_run, say)
+            payload = time_dataset(loaded, binaries, dataset, scratch, protocol, gate_run, say)
             event = append(NewEvent(stream=stream, type="AppDatasetMeasured", actor=actor, payload=payload))
             evidence.append(str(event.event_id))
             measured.append(payload)
@@ -149,12 +149,12 @@ def run_gate(path: str | Path, actor: str, protocol: AppProtocol | None = None,
     return verdict(reasons, detail, speedups, headline, ci, amdahl)
 
 
-def _time_dataset(loaded, binaries, dataset, scratch, protocol: AppProtocol, gate_run: str, say) -> dict:
+def time_dataset(loaded, binaries, dataset, scratch, protocol: AppProtocol, gate_run: str, say) -> dict:
     best = None
     for attempt in range(protocol.max_attempts):
         say(f"timing {dataset.name}: {protocol.passes} interleaved passes (attempt {attempt + 1})")
         result = runner.time_dataset(loaded, binaries, dataset, scratch, protocol.passes, protocol.interleave, protocol.warmup)
-        spreads = {v: _spread(s) for v, s in result.samples.items()}
+        spreads = {v: spread(s) for v, s in result.samples.items()}
         worst = max((s for s in spreads.values() if s is not None), default=math.inf)
         if best is None or worst < best[0]:
             best = (worst, result, spreads)
@@ -177,7 +177,8 @@ def _time_dataset(loaded, binaries, dataset, scratch, protocol: AppProtocol, gat
     return payload
 
 
-def _spread(samples: list[float]) -> float | None:
+def spread(samples: list[float]) -> float | None:
+    """(max - min) / median of a variant's pass times: the noise measure of the regression band."""
     if len(samples) < 2:
         return None
     median = statistics.median(samples)

@@ -179,12 +179,29 @@ class BranchDropped(Payload):
 
 @event_type("AblationMeasured", owner="forge")
 class AblationMeasured(Payload):
-    """One arm of the synthesis-vs-search comparison at equal budget (measured candidates)."""
+    """One arm of an ablation; the arms of one run share `ablation` and the stream `ablation/<id>`.
 
-    ablation: str  # groups the arms of one `forge ablation` run
+    kind "search" (`forge ablation`, docs/forge_ablation.md): synthesis vs search at equal budget,
+    arm autotune | oneshot | loop, with the candidate counts and best_* fields.
+
+    kind "protocol" (`ablation protocol`, docs/protocol_ablation.md): a real measurement re-run
+    with one requirement of the measurement protocol removed; `arm` names the requirement
+    removed, or "control" (nothing removed: the run-to-run noise of the honest protocol).
+    `case` is the subject's name (a case id, or an application's name), `subject` its result
+    key (operator/<backend>/<case> or app/<architecture>/<name>), `backend` the backend or the
+    application's architecture, `budget` 1 (one measurement per arm). honest_value and
+    ablated_value are the same quantity (`unit` "x": the speedup the gate would report) with the
+    full protocol and with the requirement removed; distortion = ablated / honest - 1.
+    """
+
+    ablation: str  # groups the arms of one run
+    kind: Literal["search", "protocol"] = "search"
     case: str
     backend: Literal["cpu", "cuda"]
-    arm: Literal["autotune", "oneshot", "loop"]
+    arm: Literal[
+        "autotune", "oneshot", "loop",  # kind search
+        "control", "correctness_gate", "symmetric_timing", "all_dataset_headline", "warmup", "cache_flush", "interleaving",  # kind protocol
+    ]
     budget: int = Field(ge=1)
     status: Literal["measured", "not_run"]
     reason: str = ""  # why an arm was not run
@@ -193,5 +210,12 @@ class AblationMeasured(Payload):
     best_speedup: Optional[float] = None  # best correct candidate over the straightforward kernel, same run
     best_source_hash: Optional[str] = None
     best_launch: dict[str, Any] = Field(default_factory=dict)
-    measurement_events: list[str] = Field(default_factory=list)  # CandidateMeasured / GateVerdict ids
+    measurement_events: list[str] = Field(default_factory=list)  # events holding the evidence (CandidateMeasured, GateVerdict, AppDatasetMeasured...)
     detail: str = ""
+    subject: Optional[str] = None  # protocol: the result key ablated
+    honest_value: Optional[float] = None  # protocol: with the full protocol
+    honest_ci: Optional[list[float]] = None  # bootstrap 95% CI
+    ablated_value: Optional[float] = None  # protocol: with only `arm` removed
+    ablated_ci: Optional[list[float]] = None
+    distortion: Optional[float] = None  # ablated_value / honest_value - 1
+    unit: str = ""

@@ -89,8 +89,23 @@ def rotated(names: list[str], pass_index: int, interleave: bool) -> list[str]:
     return names[shift:] + names[:shift]
 
 
-def time_variants(backend_name: str, case_id: str, variants: list[Variant], coefficients: tuple[float, ...], spec: TimingSpec) -> TimingRun:
-    """Every variant in every pass, in rotated order, k launches each; raw samples returned."""
+def pipelined_launches(backend, prepared, buffers, coef, launches: int) -> list[float]:
+    """The careless way, for the protocol ablation only: k launches back to back, no flush or
+    synchronisation between them, one clock around the batch; each sample = batch time / k."""
+    backend.synchronize()
+    start = time.perf_counter_ns()
+    for _ in range(launches):
+        prepared.run(buffers, coef)
+    backend.synchronize()
+    return [(time.perf_counter_ns() - start) * 1e-9 / launches] * launches
+
+
+def time_variants(backend_name: str, case_id: str, variants: list[Variant], coefficients: tuple[float, ...], spec: TimingSpec,
+                  pipelined: tuple[str, ...] = ()) -> TimingRun:
+    """Every variant in every pass, in rotated order, k launches each; raw samples returned.
+
+    `pipelined` names variants timed by pipelined_launches instead: only the protocol ablation
+    asks for it (asymmetric timing), never a measurement that admits anything."""
     started = time.perf_counter()
     backend = get_backend(backend_name)
     case = parse_case(case_id)
@@ -121,7 +136,10 @@ def time_variants(backend_name: str, case_id: str, variants: list[Variant], coef
         order.append(sequence)
         for name in sequence:
             buffers.poison_output()
-            samples[name].append(backend.time_launches(prepared[name], buffers, coef, spec.launches, spec.flush))
+            if name in pipelined:
+                samples[name].append(pipelined_launches(backend, prepared[name], buffers, coef, spec.launches))
+            else:
+                samples[name].append(backend.time_launches(prepared[name], buffers, coef, spec.launches, spec.flush))
             if pass_index == spec.passes - 1:
                 output_samples[name] = buffers.output()[index].astype(np.float64).tolist()
     return TimingRun(

@@ -65,7 +65,7 @@ def speedups_from_evidence(measurement_events: list[str]) -> list[float]:
 def round_measurements(campaign: str) -> list[str]:
     """The CandidateMeasured and GateVerdict ids the loop's rounds point to, found from the round events."""
     ids = []
-    for row in Event.objects.filter(stream__startswith=f"round/{campaign}/", type__in=["RoundCommitted", "RoundReverted"]):
+    for row in Event.objects.filter(stream__startswith=f"round/{campaign}/", type__in=["RoundCommitted", "RoundReverted"]).order_by("position"):
         verdict = RecordedEvent.from_body(row.body, row.prev_hash, row.hash).data["verdict_event"]
         if verdict:
             ids += [event(verdict).data["measurement"], verdict]
