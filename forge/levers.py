@@ -57,13 +57,14 @@ TAGS = (
 )
 
 # Tag weights per diagnosis kind (see rank()). Vectorisation and unrolled classes lead where
-# nothing is saturated: in the CPU campaigns (docs/benchmarks/forge_cpu_levers.md) they were the
-# changes the gate admitted, while threads_1 (13 rounds over both campaigns) and the dynamic and
-# guided OpenMP schedules were never admitted.
+# nothing is saturated: over the two CPU campaigns (docs/benchmarks/forge_cpu_levers_first.md and
+# forge_cpu_levers.md) simd and restrict made 9 of the 12 admissions (unroll_classes, loop_tiled
+# and collapse_1 one each), while threads_1 (13 rounds) and the dynamic and guided OpenMP
+# schedules were never admitted.
 # Diagnosis thresholds (see diagnose()).
 MEMORY_BOUND_FRACTION = 0.6  # at or above: memory-bound
 # Written-region points below which launch/fork-join cost dominates. Was 2^18 (64^3); the first
-# CPU campaign (docs/benchmarks/forge_cpu_levers.md) measured threads_1 slower than the bound in
+# CPU campaign (docs/benchmarks/forge_cpu_levers_first.md) measured threads_1 slower than the bound in
 # all 12 rounds that chose it on 62^3-region cases, so fork/join does not dominate there: 2^15.
 TINY_POINTS = 1 << 15
 COMPUTE_INTENSITY = 4.0  # flop per compulsory byte at or above which a non-saturating kernel is compute-bound

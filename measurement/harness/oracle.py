@@ -24,8 +24,8 @@ def make_inputs(case: Case, seed: int) -> dict[str, np.ndarray]:
     """Fresh inputs for one run: magnitudes uniform in [0.5, 1.5), `u` with random signs.
 
     Drawn in INPUT_CHUNKS slabs along the first axis, each from its own child of the seed and
-    filled on a thread pool: a 512^3 grid takes a fraction of a second instead of ten seconds
-    single-threaded. The chunk count is fixed, so a recorded seed gives the same inputs anywhere.
+    filled on a thread pool, so the host is not the bottleneck of a large GPU case. The chunk
+    count is fixed, so a recorded seed gives the same inputs anywhere.
     """
     arrays = {name: np.empty(case.shape, dtype=case.dtype) for name in case.input_names}
     streams = iter(np.random.SeedSequence(seed).spawn(len(arrays) * INPUT_CHUNKS))

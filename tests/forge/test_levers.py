@@ -166,7 +166,7 @@ def test_rank_is_deterministic_and_matches_the_diagnosis():
     assert rank(applicable(cpu_diamond, initial_plan(cpu_diamond, "cpu")), "memory-bound: 70%")[0].name == "temporal_blocked"
     tiny = parse_case("star_1/24x24x24/f32")
     # On a tiny grid vectorisation leads; threads_1 is still proposed, after it (the campaigns in
-    # docs/benchmarks/forge_cpu_levers.md never admitted it).
+    # docs/benchmarks/forge_cpu_levers*.md never admitted it).
     tiny_ranked = [lever.name for lever in rank(applicable(tiny, initial_plan(tiny, "cpu")), diagnose(tiny, 0.05, 1.0))]
     assert tiny_ranked[0] == "simd" and "threads_1" in tiny_ranked
 
