@@ -60,13 +60,13 @@ from measurement.harness.isolation import run_isolated
 from measurement.harness.judge import REGRESSION_BAND, bootstrap_ratio_ci, summarise_timing
 from measurement.harness.plan import DEFAULT_PROTOCOL, ProtocolSettings, timing_spec
 from measurement.harness.protocol import time_variants
-from measurement.services import MeasurementReport, VariantReport, measure, result_key, source_hash
+from measurement.services import MeasurementReport, VariantReport, finite, measure, result_key, source_hash
 
 from . import runner
 from .manifest import LoadedManifest, baseline_mismatches, file_hash
 from .models import AppRow
 from .projections import result_key as app_result_key
-from .services import AppProtocol, time_dataset, machine, register, spread
+from .services import AppProtocol, geomean, machine, register, spread, time_dataset
 
 ROOT = Path(settings.BASE_DIR)
 BUNDLED_APPS = ROOT / "fixtures" / "apps"
@@ -133,26 +133,18 @@ def _record_arm(result: ProtocolAblation, arm: ArmResult, actor: str) -> Recorde
         "ablation": result.ablation, "kind": "protocol", "case": result.name, "backend": result.backend,
         "arm": arm.arm, "budget": 1, "status": arm.status, "reason": arm.reason,
         "measurement_events": list(dict.fromkeys(arm.events)), "detail": detail, "subject": result.subject,
-        "honest_value": _finite(arm.honest), "honest_ci": _finite_pair(arm.honest_ci),
-        "ablated_value": _finite(arm.ablated), "ablated_ci": _finite_pair(arm.ablated_ci),
-        "distortion": _finite(arm.distortion), "unit": UNIT,
+        "honest_value": finite(arm.honest), "honest_ci": _finite_pair(arm.honest_ci),
+        "ablated_value": finite(arm.ablated), "ablated_ci": _finite_pair(arm.ablated_ci),
+        "distortion": finite(arm.distortion), "unit": UNIT,
     }))
     result.arms.append(arm)
     return arm.event
-
-
-def _finite(value: float | None) -> float | None:
-    return value if value is not None and math.isfinite(value) else None
 
 
 def _finite_pair(pair) -> list[float] | None:
     if pair is None or not all(v is not None and math.isfinite(v) for v in pair):
         return None
     return [float(pair[0]), float(pair[1])]
-
-
-def _geomean(values: list[float]) -> float:
-    return math.exp(sum(math.log(v) for v in values) / len(values))
 
 
 # ==== operator cases ======================================================================
@@ -534,8 +526,8 @@ def _time_app_dataset(variants: dict[str, AppVariant], dataset, scratch: Path, p
 def _headline(payloads: list[dict]) -> tuple[float | None, tuple[float, float] | None]:
     if not payloads or any(p.get("speedup") is None for p in payloads):
         return None, None
-    return (_geomean([p["speedup"] for p in payloads]),
-            (_geomean([p["speedup_ci"][0] for p in payloads]), _geomean([p["speedup_ci"][1] for p in payloads])))
+    return (geomean([p["speedup"] for p in payloads]),
+            (geomean([p["speedup_ci"][0] for p in payloads]), geomean([p["speedup_ci"][1] for p in payloads])))
 
 
 def ablate_app(spec: str, actor: str, protocol: AppProtocol | None = None, wrong_switch: str | None = None,
@@ -643,7 +635,7 @@ def ablate_app(spec: str, actor: str, protocol: AppProtocol | None = None, wrong
                 payloads.append(payload)
                 row.events.append(record_payload(payload))
             row.ablated, row.ablated_ci = _headline(payloads)
-            paired = _geomean([p["medians"]["candidate"] / p["medians"][WRONG] for p in payloads
+            paired = geomean([p["medians"]["candidate"] / p["medians"][WRONG] for p in payloads
                                if p["medians"].get("candidate") and p["medians"].get(WRONG)] or [float("nan")])
             honest_verdict = f"rejected ({'; '.join(failures)})" if failures else "ADMITTED (its checks pass: it is not wrong)"
             row.note = (f"variant {wrong_switch!r}: honest gate {honest_verdict}; verdict ignored, "

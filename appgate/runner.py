@@ -38,11 +38,9 @@ class BuildResult:
 @dataclass
 class RunResult:
     ok: bool  # exited 0 within the limit
-    returncode: int | None
-    timed_out: bool
+    returncode: int | None  # None: killed at the time limit
     wall_seconds: float
     stdout: str
-    stderr_tail: str
     output_text: str | None = None  # the output file of same_program_output_diff
     problem: str = ""
 
@@ -119,9 +117,9 @@ def run(loaded: LoadedManifest, variant: str, binary: Path, dataset, scratch: Pa
         done = subprocess.run(command, cwd=workdir, env=_environment(loaded, variant), capture_output=True, text=True,
                               timeout=m.run.timeout_s)
     except subprocess.TimeoutExpired as error:
-        return RunResult(False, None, True, time.perf_counter() - started, "", "", problem=f"timed out after {error.timeout:g} s")
+        return RunResult(False, None, time.perf_counter() - started, "", problem=f"timed out after {error.timeout:g} s")
     wall = time.perf_counter() - started
-    result = RunResult(done.returncode == 0, done.returncode, False, wall, done.stdout, done.stderr[-TAIL:])
+    result = RunResult(done.returncode == 0, done.returncode, wall, done.stdout)
     if done.returncode != 0:
         result.problem = f"exit status {done.returncode}" + (f" (signal {-done.returncode})" if done.returncode < 0 else "")
     if output_file is not None:
@@ -179,11 +177,9 @@ def agreement(loaded: LoadedManifest, baseline: RunResult, candidate: RunResult)
         return True, "the program's own verdict"
     if c.mode == "same_program_output_diff":
         a, b = _numbers(baseline.output_text or ""), _numbers(candidate.output_text or "")
-        tolerance = c.tolerance
     else:
-        a = [float(x) for m in re.findall(c.match_pattern, baseline.stdout) for x in ((m,) if isinstance(m, str) else m)]
-        b = [float(x) for m in re.findall(c.match_pattern, candidate.stdout) for x in ((m,) if isinstance(m, str) else m)]
-        tolerance = c.tolerance
+        a, b = _matched_numbers(c.match_pattern, baseline.stdout), _matched_numbers(c.match_pattern, candidate.stdout)
+    tolerance = c.tolerance
     if len(a) != len(b) or not a:
         return False, f"the outputs differ in length ({len(a)} vs {len(b)} numbers)"
     worst = max(abs(x - y) / max(abs(x), abs(y), 1e-300) if x != y else 0.0 for x, y in zip(a, b))
@@ -194,6 +190,11 @@ def agreement(loaded: LoadedManifest, baseline: RunResult, candidate: RunResult)
 
 def _numbers(text: str) -> list[float]:
     return [float(x) for x in NUMBER.findall(text)]
+
+
+def _matched_numbers(pattern: str, text: str) -> list[float]:
+    """Every group of every match (the whole match when the pattern has no group), as numbers."""
+    return [float(x) for m in re.findall(pattern, text) for x in ((m,) if isinstance(m, str) else m)]
 
 
 def _line(pattern: str, text: str) -> str:
@@ -225,8 +226,9 @@ def time_dataset(loaded: LoadedManifest, binaries: dict[str, Path], dataset, scr
     for _ in range(warmup):
         for v in VARIANTS:
             run(loaded, v, binaries[v], dataset, scratch)
-    schedule = [list(VARIANTS[p % 2:] + VARIANTS[:p % 2]) if interleave else list(VARIANTS) for p in range(passes)]
-    if not interleave:  # all of one variant, then all of the other
+    if interleave:  # both variants in each pass, in rotated order
+        schedule = [list(VARIANTS[p % 2:] + VARIANTS[:p % 2]) for p in range(passes)]
+    else:  # all of one variant, then all of the other (the protocol ablation's arm)
         schedule = [[v] for v in VARIANTS for _ in range(passes)]
     for order in schedule:
         results = {}

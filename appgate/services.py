@@ -139,8 +139,8 @@ def run_gate(path: str | Path, actor: str, protocol: AppProtocol | None = None,
         variant = next(v for v in runner.VARIANTS if not failed[0]["correct"][v])
         return verdict([f"{variant}_incorrect"], f"{failed[0]['dataset']}: {variant}: {failed[0]['correctness_detail'][variant]}")
     speedups = {p["dataset"]: p["speedup"] for p in measured}
-    headline = _geomean(list(speedups.values()))
-    ci = [_geomean([p["speedup_ci"][k] for p in measured]) for k in (0, 1)]
+    headline = geomean(list(speedups.values()))
+    ci = [geomean([p["speedup_ci"][k] for p in measured]) for k in (0, 1)]
     amdahl = _amdahl(measured)
     detail = f"{headline:.3f}x all-dataset geometric mean over {len(measured)} dataset(s) (95% CI {ci[0]:.3f}-{ci[1]:.3f})"
     reasons = [] if headline >= FLOOR else ["below_floor"]
@@ -185,7 +185,7 @@ def spread(samples: list[float]) -> float | None:
     return (max(samples) - min(samples)) / median if median > 0 else None
 
 
-def _geomean(values: list[float]) -> float:
+def geomean(values: list[float]) -> float:
     return math.exp(sum(math.log(v) for v in values) / len(values))
 
 
@@ -199,7 +199,7 @@ def _amdahl(measured: list[dict]) -> dict:
     ratios = [statistics.median(p["hotspot_samples"]["baseline"]) / statistics.median(p["hotspot_samples"]["candidate"])
               for p in measured if p["hotspot_samples"].get("baseline") and p["hotspot_samples"].get("candidate")
               and statistics.median(p["hotspot_samples"]["candidate"]) > 0]
-    s = _geomean(ratios) if ratios else None
+    s = geomean(ratios) if ratios else None
     return {
         "hotspot_fraction": f, "hotspot_speedup": s,
         "amdahl_ceiling": 1.0 / (1.0 - f + f / s) if s else None,

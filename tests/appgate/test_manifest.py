@@ -14,16 +14,16 @@ from ledger.models import Event
 SOURCE = "int main(void) { return 0; }\n"
 
 
-def write_app(tmp_path, **changes):
-    """A valid manifest for a tiny program in tmp_path, with top-level blocks replaced or removed."""
+def write_app(tmp_path, program: str = SOURCE, **changes):
+    """A valid manifest for `program` (src/main.c) in tmp_path, with top-level blocks replaced or removed."""
     (tmp_path / "src").mkdir(exist_ok=True)
-    (tmp_path / "src" / "main.c").write_text(SOURCE)
+    (tmp_path / "src" / "main.c").write_text(program)
     manifest = {
         "name": "tiny-app",
         "domain": "testing",
         "real_program": {"description": "a program that only exits", "language": "c", "entry": "src/main.c"},
         "provenance": {"upstream": "bundled", "version": "1.0", "licence": "MIT", "authors": "tests"},
-        "source": {"path": ".", "baseline_files": {"src/main.c": hashlib.sha256(SOURCE.encode()).hexdigest()}},
+        "source": {"path": ".", "baseline_files": {"src/main.c": hashlib.sha256(program.encode()).hexdigest()}},
         "build": {"command": "cc {switch} -o {out} src/main.c"},
         "switch": {"kind": "build_flag", "baseline": "-DBASELINE", "candidate": "-DFORGED"},
         "run": {"command": "{out} {args}"},
