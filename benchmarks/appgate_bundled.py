@@ -6,6 +6,8 @@ ledger shipped as its export, and the table generated from the export alone.
     .venv/bin/python benchmarks/appgate_bundled.py --table docs/benchmarks/appgate_cpu.jsonl > docs/benchmarks/appgate_cpu.md
 
 On the device machine (docs/gpu.md): `--architecture cuda --out $OUT/appgate_h200.jsonl`.
+A device call has 10 minutes: `--resume PREVIOUS.jsonl` imports an earlier (cut) run's export
+first and gates only the apps it has no verdict for, so one ledger export covers every app.
 The canonical seven interleaved passes per dataset; `--passes` shortens it.
 """
 from __future__ import annotations
@@ -29,7 +31,18 @@ def run(options) -> int:
     initialise_ledger(f"appgate bundled apps ({options.architecture}, scratch)", ACTOR)
     out = Path(options.out)
     out.parent.mkdir(parents=True, exist_ok=True)
+    done: set[str] = set()
+    if options.resume:
+        from ledger.transfer import import_ledger
+
+        import_ledger(Path(options.resume), ACTOR)
+        done = {e["payload"]["app"] for e in scratch_ledger.read_export(Path(options.resume)) if e["type"] == "AppGateVerdict"}
+        print(f"resumed from {options.resume}: verdicts for {', '.join(sorted(done)) or 'none'}", file=sys.stderr, flush=True)
     for manifest in sorted((ROOT / "fixtures" / "apps").glob(f"*/manifest.{options.architecture}.yaml")):
+        from appgate.manifest import load_manifest
+
+        if load_manifest(manifest).name in done:
+            continue
         started = time.perf_counter()
         outcome = run_gate(manifest, ACTOR, AppProtocol(passes=options.passes),
                            lambda message: print(f"  {manifest.parent.name}: {message}", file=sys.stderr, flush=True))
@@ -82,6 +95,7 @@ def main() -> int:
     parser.add_argument("--architecture", choices=["cpu", "cuda"], default="cpu")
     parser.add_argument("--passes", type=int, default=7)
     parser.add_argument("--out", help="the JSON Lines export to write")
+    parser.add_argument("--resume", help="an earlier run's export: import it and gate only the apps it lacks")
     parser.add_argument("--table", help="print the markdown table of this export and exit")
     options = parser.parse_args()
     if options.table:

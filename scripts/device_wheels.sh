@@ -6,7 +6,7 @@
 #   bash scripts/device_wheels.sh            # then: run(command="bash scripts/gpu_tests.sh", carry=["device_wheels"])
 #
 # What goes in: requirements.txt minus cupy-cuda12x (the device image has cupy-cuda13x, import
-# name cupy) plus pystencils 2.0's own needs (appdirs, fasteners, ...), with dependencies
+# name cupy) and playwright (browser tests never run there) plus pystencils 2.0's own needs (appdirs, fasteners, ...), with dependencies
 # resolved by pip for the device's platform. What is then removed: every distribution that the
 # device image already holds (DEVICE_HAS below, from the device docs' package list: numpy,
 # scipy, sympy, torch's stack, ...), except those this project pins for its tests (pytest).
@@ -43,7 +43,7 @@ typing-extensions typing-inspect urllib3 uvloop wadler-lindig werkzeug wheel wra
 
 requirements=$(mktemp)
 trap 'rm -f "$requirements"' EXIT
-grep -v -E '^\s*(#|$)' requirements.txt | grep -v -i -E '^(cupy-cuda12x|numpy|scipy)\b' >"$requirements"
+grep -v -E '^\s*(#|$)' requirements.txt | grep -v -i -E '^(cupy-cuda12x|numpy|scipy|playwright)\b' >"$requirements"
 # pystencils' own needs beyond numpy/sympy (the device has those): listed so that a resolver
 # failure names them plainly.
 printf '%s\n' appdirs fasteners >>"$requirements"
