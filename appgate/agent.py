@@ -5,7 +5,7 @@ M1 locate the hotspot and measure the application's own baseline (exit: BLOCKED 
 baseline does not build, run or verify; OUT_OF_SCOPE when no stencil hotspot carries enough of
 the time for a kernel to matter); M2a the framework-level candidate, from the proposer; M2b the
 Kernel Agent forges the hot operator's case and the agent takes back an admitted kernel through
-the forged-kernel library (it never reads the operator map itself); M3 the application gate;
+the forged-kernel library (it never reads the operator map itself); M3 the application gate on that candidate;
 M4 integrate (INTEGRATED) or stop (RESEARCH when the candidate is wrong, DROPPED when it is
 correct but not worth it).
 """
@@ -16,11 +16,13 @@ import tempfile
 from pathlib import Path
 from typing import Callable
 
+from forge.proposers.base import GenerationFailure
 from ledger.services import NewEvent, append
 
 from . import runner
 from .models import AppRow
-from .services import AppGateOutcome, AppProtocol, register, run_gate
+from .proposers import AnthropicAppProposer, external_candidate
+from .services import AppGateOutcome, AppProtocol, record_candidate, register, run_gate
 
 MIN_HOTSPOT_FRACTION = 0.2  # below it even an infinitely fast kernel gains < 1.25x: out of scope
 
@@ -35,9 +37,10 @@ def _state(app: str, state: str, reason: str, actor: str) -> None:
 
 
 def run_agent(manifest: str | Path, actor: str, kernel_rounds: int = 0, protocol: AppProtocol | None = None,
-              progress: Callable[[str], None] | None = None) -> AppRow:
-    """Drive one application through M1..M4 with the `external` proposer: the candidate is the
-    variant already present in the source, selected by the manifest's switch."""
+              progress: Callable[[str], None] | None = None, proposer: AnthropicAppProposer | None = None) -> AppRow:
+    """Drive one application through M1..M4. The candidate comes from `proposer` (a patch to the
+    application) or, without one, from the `external` proposer: the variant already present in
+    the source, selected by the manifest's switch."""
     say = progress or (lambda message: None)
     loaded, _ = register(manifest, actor)
     name = loaded.name
@@ -55,15 +58,25 @@ def run_agent(manifest: str | Path, actor: str, kernel_rounds: int = 0, protocol
         _state(name, "OUT_OF_SCOPE", "no stencil hotspot carries at least "
                f"{MIN_HOTSPOT_FRACTION:.0%} of the time (measured: {'none' if fraction is None else f'{fraction:.0%}'})", actor)
         return AppRow.objects.get(name=name)
-    switch = loaded.manifest.switch
-    _milestone(name, "M2a", f"candidate variant from the external proposer: the {switch.kind} switch "
-               f"{switch.name + '=' if switch.name else ''}{switch.candidate!r}", actor,
-               {"proposer": "external", "switch": switch.model_dump()})
+    candidate_event = None
+    if proposer is None:
+        candidate = external_candidate(loaded)
+    else:
+        say("M2a: asking the proposer for a patch")
+        try:
+            candidate = proposer.propose(loaded, baseline)
+        except GenerationFailure as failure:
+            _state(name, "RESEARCH", f"M2a: the {proposer.name} proposer gave no candidate ({failure.kind}): {failure}", actor)
+            return AppRow.objects.get(name=name)
+        candidate_event = str(record_candidate(loaded, candidate, actor).event_id)
+    _milestone(name, "M2a", f"candidate from the {candidate.proposer} proposer: {candidate.subject}", actor,
+               {"proposer": candidate.proposer, "hypothesis": candidate.hypothesis, "candidate_event": candidate_event,
+                "switch": loaded.manifest.switch.model_dump(), "usage": candidate.usage})
     say(f"M2b: the Kernel Agent on {case}")
     detail, evidence = _kernel_agent(case, loaded.manifest.architecture, kernel_rounds, actor)
     _milestone(name, "M2b", detail, actor, evidence)
     say("M3: the application gate")
-    outcome = run_gate(manifest, actor, protocol, say)
+    outcome = run_gate(manifest, actor, protocol, say, candidate=candidate_event)
     _milestone(name, "M3", f"gate verdict: {outcome.verdict}: {outcome.detail}", actor,
                {"verdict_event": str(outcome.verdict_event.event_id)})
     _finish(name, outcome, actor)
@@ -72,8 +85,9 @@ def run_agent(manifest: str | Path, actor: str, kernel_rounds: int = 0, protocol
 
 def _finish(name: str, outcome: AppGateOutcome, actor: str) -> None:
     if outcome.verdict == "admitted":
-        _milestone(name, "M4", f"integrated: the candidate variant is the application's default at {outcome.headline:.3f}x", actor,
-                   {"verdict_event": str(outcome.verdict_event.event_id)})
+        what = "the candidate patch" if outcome.verdict_event.data.get("candidate") else "the candidate variant"
+        _milestone(name, "M4", f"integrated: {what} is the application's optimisation at {outcome.headline:.3f}x", actor,
+                   {"verdict_event": str(outcome.verdict_event.event_id), "candidate_event": outcome.verdict_event.data.get("candidate")})
         _state(name, "INTEGRATED", outcome.detail, actor)
     elif outcome.headline is None:
         _state(name, "RESEARCH", f"the candidate did not pass: {', '.join(outcome.reasons)}: {outcome.detail}", actor)

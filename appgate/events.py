@@ -40,6 +40,20 @@ class AppStateChanged(Payload):
     reason: str
 
 
+@event_type("AppCandidateProposed", owner="appgate")
+class AppCandidateProposed(Payload):
+    """A patch to the application (the anthropic proposer): the gate builds the candidate from it."""
+
+    app: str
+    proposer: str
+    subject: str
+    hypothesis: str
+    files: dict[str, str]  # path in the source folder -> full new text
+    base_hashes: dict[str, str]  # the baseline sha256 of each file the patch replaces
+    patch: str  # the same change as a unified diff, for reviewers
+    usage: dict[str, Any] = Field(default_factory=dict)
+
+
 @event_type("AppVariantBuilt", owner="appgate")
 class AppVariantBuilt(Payload):
     app: str
@@ -95,3 +109,4 @@ class AppGateVerdict(Payload):
     amdahl_limit: Optional[float] = None  # 1/(1-f): no hotspot speedup can beat it
     measurements: list[str] = Field(default_factory=list)  # AppDatasetMeasured / AppVariantBuilt ids
     revises: Optional[str] = None
+    candidate: Optional[str] = None  # the AppCandidateProposed id when the candidate is a patch

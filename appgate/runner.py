@@ -12,6 +12,7 @@ import math
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -81,14 +82,26 @@ def _switch_value(loaded: LoadedManifest, variant: str) -> str:
     return (switch.candidate if variant == "candidate" else switch.baseline) if switch.kind != "env" else ""
 
 
-def build(loaded: LoadedManifest, variant: str, scratch: Path) -> BuildResult:
+def patched_source(loaded: LoadedManifest, files: dict[str, str], scratch: Path) -> Path:
+    """A copy of the source folder with a candidate patch's files written over it: the baseline
+    keeps building from the original."""
+    tree = scratch / "candidate-source"
+    shutil.copytree(loaded.source_dir, tree, symlinks=True)
+    for relative, text in files.items():
+        (tree / relative).write_text(text)
+    return tree
+
+
+def build(loaded: LoadedManifest, variant: str, scratch: Path, source_dir: Path | None = None) -> BuildResult:
+    """Build one variant from `source_dir` (default: the manifest's source folder)."""
     m = loaded.manifest
+    source_dir = source_dir or loaded.source_dir
     binary = scratch / f"{m.name}-{variant}"
-    values = {"out": str(binary), "src": str(loaded.source_dir), "workdir": str(scratch), "switch": _switch_value(loaded, variant)}
+    values = {"out": str(binary), "src": str(source_dir), "workdir": str(scratch), "switch": _switch_value(loaded, variant)}
     command = substitute(m.build.command, values)
     started = time.perf_counter()
     try:
-        done = subprocess.run(command, cwd=loaded.source_dir, env=_environment(loaded, variant), capture_output=True,
+        done = subprocess.run(command, cwd=source_dir, env=_environment(loaded, variant), capture_output=True,
                               text=True, timeout=m.build.timeout_s)
     except subprocess.TimeoutExpired as error:
         return BuildResult(variant, False, command, time.perf_counter() - started, f"build timed out after {error.timeout:g} s")

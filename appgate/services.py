@@ -16,12 +16,14 @@ from typing import Any, Callable
 
 from django.conf import settings
 
-from ledger.services import NewEvent, append
+from ledger.models import Event
+from ledger.services import NewEvent, append, record_from_row
 from measurement.harness.judge import REGRESSION_BAND, bootstrap_ratio_ci
 
 from . import runner
 from .manifest import LoadedManifest, baseline_mismatches, file_hash, load_manifest
 from .models import AppRow
+from .proposers import AppCandidate
 from .projections import result_key
 
 FLOOR = 0.98  # below this all-dataset geometric mean the change is rejected
@@ -82,8 +84,30 @@ def machine(architecture: str) -> dict[str, Any]:
     return {"backend": architecture, **{k: v for k, v in description.items() if isinstance(v, (str, int, float, bool)) or v is None}}
 
 
+def record_candidate(loaded: LoadedManifest, candidate: AppCandidate, actor: str):
+    """Put a proposed patch in the ledger; the gate builds the candidate from this record."""
+    return append(NewEvent(stream=f"app/{loaded.name}", type="AppCandidateProposed", actor=actor, payload={
+        "app": loaded.name, "proposer": candidate.proposer, "subject": candidate.subject, "hypothesis": candidate.hypothesis,
+        "files": candidate.files, "patch": candidate.patch, "usage": candidate.usage,
+        "base_hashes": {name: loaded.manifest.source.baseline_files[name] for name in candidate.files}}))
+
+
+def _candidate_files(loaded: LoadedManifest, candidate: str) -> tuple[dict[str, str], list[str]]:
+    """The patch's files, and the files whose baseline changed since it was proposed."""
+    row = Event.objects.filter(event_id=candidate, type="AppCandidateProposed").first()
+    data = record_from_row(row).data if row else None
+    if data is None or data["app"] != loaded.name:
+        raise AppGateError(f"no candidate patch {candidate} for {loaded.name} in the ledger")
+    declared = loaded.manifest.source.baseline_files
+    return data["files"], [name for name, digest in data["base_hashes"].items() if declared.get(name) != digest]
+
+
 def run_gate(path: str | Path, actor: str, protocol: AppProtocol | None = None,
-             progress: Callable[[str], None] | None = None, revises: str | None = None) -> AppGateOutcome:
+             progress: Callable[[str], None] | None = None, revises: str | None = None,
+             candidate: str | None = None) -> AppGateOutcome:
+    """The gate on one manifest. `candidate`: an AppCandidateProposed id whose patch is the
+    candidate (built from a patched copy with the candidate switch); without it the candidate is
+    the switch's variant of the unchanged source."""
     protocol = protocol or AppProtocol()
     say = progress or (lambda message: None)
     loaded, _ = register(path, actor)
@@ -101,7 +125,7 @@ def run_gate(path: str | Path, actor: str, protocol: AppProtocol | None = None,
             "verdict": "rejected" if reasons else "admitted", "reasons": reasons, "detail": detail,
             "headline": headline, "headline_ci": headline_ci, "datasets": datasets or {},
             "real": not reasons and description["backend"] == m.architecture, "architecture": m.architecture,
-            "machine": description, "measurements": evidence, "revises": revises, **(amdahl or {}),
+            "machine": description, "measurements": evidence, "revises": revises, "candidate": candidate, **(amdahl or {}),
         }
         event = append(NewEvent(stream=stream, type="AppGateVerdict", actor=actor, payload=payload))
         return AppGateOutcome(payload["verdict"], reasons, detail, headline, payload["datasets"], event, measured)
@@ -109,16 +133,21 @@ def run_gate(path: str | Path, actor: str, protocol: AppProtocol | None = None,
     changed = baseline_mismatches(loaded)
     if changed:
         return verdict(["baseline_modified"], f"baseline files differ from the declared original: {', '.join(changed)}")
+    patch, stale = _candidate_files(loaded, candidate) if candidate else ({}, [])
+    if stale:
+        return verdict(["candidate_stale"], f"the patch was proposed against another baseline of {', '.join(stale)}")
     with tempfile.TemporaryDirectory(prefix=f"appgate-{m.name}-") as scratch_name:
         scratch = Path(scratch_name)
+        sources = {"baseline": loaded.source_dir,
+                   "candidate": runner.patched_source(loaded, patch, scratch) if patch else loaded.source_dir}
         binaries = {}
         for variant in runner.VARIANTS:
             say(f"building the {variant}")
-            built = runner.build(loaded, variant, scratch)
+            built = runner.build(loaded, variant, scratch, sources[variant])
             event = append(NewEvent(stream=stream, type="AppVariantBuilt", actor=actor, payload={
                 "app": m.name, "run": gate_run, "variant": variant, "ok": built.ok, "command": built.command,
                 "seconds": built.seconds, "output_tail": built.output_tail, "binary_hash": built.binary_hash,
-                "source_hashes": {name: file_hash(loaded.source_dir / name) for name in m.source.baseline_files}}))
+                "source_hashes": {name: file_hash(sources[variant] / name) for name in m.source.baseline_files}}))
             evidence.append(str(event.event_id))
             if not built.ok:
                 return verdict([f"{variant}_build_failed"], built.output_tail[-500:])
@@ -217,7 +246,9 @@ def rerun(app: str, actor: str, protocol: AppProtocol | None = None, progress=No
     if row.status not in ("admitted", "downgraded"):
         raise AppGateError(f"{app} has no standing result to re-run (status: {row.status or 'never gated'})")
     path = Path(row.manifest_path)
-    outcome = run_gate(path if path.is_absolute() else ROOT / path, actor, protocol, progress, revises=row.verdict_event)
+    standing = record_from_row(Event.objects.get(event_id=row.verdict_event)).data
+    outcome = run_gate(path if path.is_absolute() else ROOT / path, actor, protocol, progress, revises=row.verdict_event,
+                       candidate=standing.get("candidate"))
     revision = None
     common = {"result": row.result, "rerun": str(outcome.verdict_event.event_id), "revises": row.verdict_event}
     if outcome.verdict == "rejected" and outcome.headline is None:

@@ -226,10 +226,10 @@ def parse_reply(text: str) -> tuple[str, dict[str, Any], str, tuple[str, ...], s
     return source + "\n", launch, hypothesis.strip(), lever_tags, subject
 
 
-class AnthropicProposer:
-    """Proposes one change per round with Claude (`client.messages.create`)."""
-
-    name = "anthropic"
+class ClaudeMessages:
+    """One `client.messages.create` call with the SDK's own retries, its failures mapped to
+    GenerationFailure with the usage recorded: shared by the Kernel Agent's proposer and the App
+    Agent's (appgate.proposers), which differ only in their prompts and reply formats."""
 
     def __init__(
         self,
@@ -281,14 +281,12 @@ class AnthropicProposer:
         usage.update(extra)
         return usage
 
-    def propose(self, context: RoundContext) -> Proposal:
-        system = build_system_prompt(context)
-        user = build_user_prompt(context)
+    def complete(self, system: str, user: str) -> tuple[str, dict[str, Any], str | None]:
+        """(reply text, usage, stop reason) of one call; the system prompt is marked cacheable."""
         try:
             message = self.client.messages.create(
                 model=self.model,
                 max_tokens=self.max_tokens,
-                # The system prompt (rules, ABI, format) is stable across rounds: let it be cached.
                 system=[{"type": "text", "text": system, "cache_control": {"type": "ephemeral"}}],
                 messages=[{"role": "user", "content": user}],
             )
@@ -312,19 +310,31 @@ class AnthropicProposer:
             raise GenerationFailure(
                 f"Anthropic API call failed: {error}", usage=self._usage(error=type(error).__name__), kind="api_error"
             ) from error
-
         raw = "".join(block.text for block in message.content if getattr(block, "type", None) == "text")
-        usage = self._usage(message)
+        return raw, self._usage(message), message.stop_reason
+
+    def unparsed(self, error: ValueError, raw: str, usage: dict[str, Any], stop_reason: str | None) -> GenerationFailure:
+        """The failure for a reply that does not parse, named by why the model stopped."""
+        if stop_reason == "refusal":
+            return GenerationFailure("the model refused to answer", usage=usage, raw=raw, kind="refusal")
+        if stop_reason == "max_tokens":
+            return GenerationFailure(
+                f"the reply was cut off at max_tokens={self.max_tokens}: {error}", usage=usage, raw=raw, kind="truncated"
+            )
+        return GenerationFailure(f"malformed reply: {error}", usage=usage, raw=raw, kind="malformed")
+
+
+class AnthropicProposer(ClaudeMessages):
+    """Proposes one change per round with Claude (`client.messages.create`)."""
+
+    name = "anthropic"
+
+    def propose(self, context: RoundContext) -> Proposal:
+        raw, usage, stop_reason = self.complete(build_system_prompt(context), build_user_prompt(context))
         try:
             source, launch, hypothesis, lever_tags, subject = parse_reply(raw)
         except ValueError as error:
-            if message.stop_reason == "refusal":
-                raise GenerationFailure("the model refused to answer", usage=usage, raw=raw, kind="refusal") from None
-            if message.stop_reason == "max_tokens":
-                raise GenerationFailure(
-                    f"the reply was cut off at max_tokens={self.max_tokens}: {error}", usage=usage, raw=raw, kind="truncated"
-                ) from None
-            raise GenerationFailure(f"malformed reply: {error}", usage=usage, raw=raw, kind="malformed") from None
+            raise self.unparsed(error, raw, usage, stop_reason) from None
         return Proposal(
             source=source,
             launch=launch,

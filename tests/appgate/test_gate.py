@@ -54,7 +54,7 @@ int main(int argc, char** argv) {
 """
 
 
-def smooth_app(tmp_path, **changes):
+def smooth_app(tmp_path, program: str = PROGRAM, **changes):
     blocks = {
         "name": "smooth",
         "build": {"command": "cc -O2 {switch} -o {out} src/main.c"},
@@ -63,7 +63,7 @@ def smooth_app(tmp_path, **changes):
         "timing": {"source": "pattern", "pattern": r"time_s=([0-9.eE+-]+)"},
         "hotspot": {"source": "pattern", "pattern": r"hotspot_s=([0-9.eE+-]+)", "case": "star2d_1/64x64/f64"},
     }
-    return write_app(tmp_path, PROGRAM, **{**blocks, **changes})
+    return write_app(tmp_path, program, **{**blocks, **changes})
 
 
 def test_the_gate_times_every_dataset_and_headlines_the_geometric_mean(ledger, tmp_path):

@@ -6,8 +6,10 @@ import sys
 from django.core.management.base import BaseCommand, CommandError
 
 from appgate.agent import run_agent
+from forge.proposers.base import ProposerUnavailable
 from appgate.manifest import ManifestError
 from appgate.models import AppRow
+from appgate.proposers import PROPOSERS, AnthropicAppProposer
 from appgate.services import AppGateError, AppProtocol, register, rerun, run_gate
 
 
@@ -24,8 +26,11 @@ class Command(BaseCommand):
         again.add_argument("app")
         for sub in (run, again):
             sub.add_argument("--passes", type=int, default=AppProtocol.passes, help="interleaved timing passes (default 7)")
-        agent = actions.add_parser("agent", help="the App Agent: milestones M1..M4 on one application (external proposer)")
+        agent = actions.add_parser("agent", help="the App Agent: milestones M1..M4 on one application")
         agent.add_argument("manifest")
+        agent.add_argument("--proposer", choices=PROPOSERS, default="external",
+                           help="external: the variant behind the manifest's switch (default); anthropic: a patch "
+                                "proposed by Claude (needs ANTHROPIC_API_KEY)")
         agent.add_argument("--kernel-rounds", type=int, default=0, help="rounds of the Kernel Agent on the hotspot case (M2b)")
         agent.add_argument("--passes", type=int, default=AppProtocol.passes, help="interleaved timing passes (default 7)")
         actions.add_parser("list", help="registered applications and their standing results")
@@ -60,7 +65,12 @@ class Command(BaseCommand):
     def do_agent(self, options) -> None:
         if options["kernel_rounds"] < 0:
             raise CommandError("--kernel-rounds must be 0 or more")
-        row = run_agent(options["manifest"], options["actor"], options["kernel_rounds"], self._protocol(options), self._progress)
+        try:
+            proposer = AnthropicAppProposer() if options["proposer"] == "anthropic" else None
+        except ProposerUnavailable as error:
+            raise CommandError(str(error)) from None
+        row = run_agent(options["manifest"], options["actor"], options["kernel_rounds"], self._protocol(options), self._progress,
+                        proposer)
         for milestone in row.milestones:
             self.stdout.write(f"{milestone['milestone']:4} {milestone['detail']}")
         self.stdout.write(f"state: {row.state}: {row.state_reason}")
