@@ -53,3 +53,17 @@ class AuditSignedOff(Payload):
     result_version: int = Field(ge=1)
     reviewer: NonEmpty
     comment: str = ""
+
+
+class FrozenTable(Payload):
+    sha256: Hex64
+    rows: int = Field(ge=0)
+    csv: str
+
+
+@event_type("PublicationFrozen", owner="ledger")
+class PublicationFrozen(Payload):
+    """A snapshot of the published tables: per table the CSV of its publishable rows and its
+    sha256, so a table exported later can be checked against what was frozen."""
+
+    tables: dict[str, FrozenTable]

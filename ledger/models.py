@@ -100,6 +100,15 @@ class ResultStatus(models.Model):
     last_position = models.BigIntegerField()
 
 
+class ResultVersion(models.Model):
+    """How many times a result's value has been set: each admitted verdict and each revision
+    makes a new version, and sign-offs count only on the current one."""
+
+    result = models.CharField(max_length=255, primary_key=True)
+    version = models.PositiveIntegerField()
+    position = models.BigIntegerField()  # the event that made this version
+
+
 class SignOff(models.Model):
     key = models.CharField(max_length=400, primary_key=True)
     result = models.CharField(max_length=255, db_index=True)

@@ -2,7 +2,7 @@
 result status and sign-offs."""
 from __future__ import annotations
 
-from .models import Checkpoint, EventTypeCount, KnownLedger, ResultStatus, SignOff, StreamHead
+from .models import Checkpoint, EventTypeCount, KnownLedger, ResultStatus, ResultVersion, SignOff, StreamHead
 from .projection_base import Projection, RowStore
 from .records import RecordedEvent
 
@@ -101,6 +101,26 @@ class ResultStatuses(Projection):
                 "last_position": event.position,
             },
         )
+
+
+class ResultVersions(Projection):
+    """The version a sign-off names. The verdict types belong to the gates (measurement, appgate);
+    the ledger reads only their `result` and `verdict` fields, which both carry."""
+
+    name = "result_versions"
+    model = ResultVersion
+    handles = frozenset({"GateVerdict", "AppGateVerdict", "ResultRetracted", "ResultDowngraded"})
+
+    def key(self, event: RecordedEvent) -> str:
+        return event.data["result"]
+
+    def apply(self, event: RecordedEvent, rows: RowStore) -> None:
+        if event.type.endswith("Verdict") and event.data.get("verdict") != "admitted":
+            return  # a rejected candidate leaves the standing result as it was
+        current = rows.get(event.data["result"])
+        # version 1 is the first admitted verdict (or, before any row, the result as first reported)
+        before = current["version"] if current else (0 if event.type.endswith("Verdict") else 1)
+        rows.put(event.data["result"], {"result": event.data["result"], "version": before + 1, "position": event.position})
 
 
 class SignOffs(Projection):

@@ -88,3 +88,9 @@ def test_without_anonymous_read_a_token_or_session_is_needed(client):
     client.credentials()
     client.force_login(user)
     assert client.get("/api/ledger/status/").status_code == 200
+
+
+def test_the_openapi_schema_validates_without_warnings(db):
+    from django.core.management import call_command
+
+    call_command("spectacular", "--validate", "--fail-on-warn", "--file", "/dev/null")
