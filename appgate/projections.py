@@ -31,8 +31,8 @@ class Applications(Projection):
         if event.type == "AppRegistered":
             manifest = data["manifest"]
             rows.put(key, {
-                **(row or {"state": "IN_PROGRESS", "state_reason": "", "milestones": [], "result": "", "verdict": "",
-                           "status": "", "headline": None, "headline_ci": None, "datasets": {}, "real": False,
+                **(row or {"state": "REGISTERED", "state_reason": "registered; the App Agent has not run on it",
+                           "milestones": [], "result": "", "verdict": "", "status": "", "headline": None, "headline_ci": None, "datasets": {}, "real": False,
                            "amdahl_ceiling": None, "hotspot_fraction": None, "verdict_event": "", "revisions": 0}),
                 "name": key, "architecture": data["architecture"], "domain": manifest["domain"],
                 "manifest_path": data["manifest_path"], "manifest_hash": data["manifest_hash"],

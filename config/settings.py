@@ -94,7 +94,7 @@ USE_I18N = False
 USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "static"
-LOGIN_URL = "/admin/login/"
+LOGIN_URL = "login"  # the audit site's own login page (frontend), not the admin's
 
 API_ANONYMOUS_READ = env_bool("API_ANONYMOUS_READ", True)
 REST_FRAMEWORK = {

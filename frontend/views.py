@@ -1,54 +1,304 @@
-"""Server-rendered audit pages. Views only read (selectors and projections), never write."""
-import uuid
+"""Server-rendered audit pages and the reviewer's POST actions.
 
-from django.core.paginator import Paginator
-from django.shortcuts import get_object_or_404, render
+Views stay thin: reads come from frontend.tables / frontend.provenance (shared with the REST
+API), frontend.selectors (page-only reads) and the apps' selectors; writes go through
+ledger.review and frontend.reruns, which append the events. Every write needs a login, the
+action's permission and a CSRF token.
+"""
+from __future__ import annotations
 
-from ledger import selectors
-from ledger.models import Event
-from ledger.records import RecordedEvent
+from pathlib import Path
+from typing import Callable
 
+import plotly
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required, permission_required
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme, urlencode
+from django.views.decorators.http import require_POST
 
-def dashboard(request):
-    recent = [_record(e) for e in Event.objects.order_by("-position")[:20]]
-    return render(request, "frontend/dashboard.html", {"status": selectors.status(), "recent": recent})
+from ledger import review
+from ledger import selectors as ledger_selectors
+from ledger.models import Event, EventTypeCount
+from ledger.review import ReviewError
 
+from . import plots, provenance, publication, reruns, selectors, tables
 
-def event_browser(request):
-    queryset = selectors.events()
-    filters = {key: request.GET.get(key, "").strip() for key in ("stream", "type", "actor", "position_min", "position_max")}
-    if filters["stream"]:
-        queryset = queryset.filter(stream__startswith=filters["stream"])
-    if filters["type"]:
-        queryset = queryset.filter(type=filters["type"])
-    if filters["actor"]:
-        queryset = queryset.filter(actor=filters["actor"])
-    if filters["position_min"].isdigit():
-        queryset = queryset.filter(position__gte=int(filters["position_min"]))
-    if filters["position_max"].isdigit():
-        queryset = queryset.filter(position__lte=int(filters["position_max"]))
-    page = Paginator(queryset, 50).get_page(request.GET.get("page"))
-    return render(
-        request,
-        "frontend/events.html",
-        {"page": page, "events": [_record(e) for e in page], "filters": filters},
-    )
+PLOTLY_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
 
 
-def event_detail(request, position: int):
-    event = _record(get_object_or_404(Event, position=position))
-    return render(request, "frontend/event.html", {"event": event})
+def plotly_js(request: HttpRequest) -> FileResponse:
+    """The plotly bundle shipped inside the plotly package: pages never load a CDN."""
+    response = FileResponse(PLOTLY_JS.open("rb"), content_type="text/javascript")
+    response["Cache-Control"] = "public, max-age=86400"
+    return response
 
 
-def operator_table(request):
-    """Every (backend, case) the gate has admitted a kernel for, with its current status."""
-    from measurement.models import CaseRow, OperatorResult
-
-    results = OperatorResult.objects.order_by("backend", "case")
-    positions = dict(Event.objects.filter(event_id__in=[r.verdict_event for r in results]).values_list("event_id", "position"))
-    rows = [{"result": r, "verdict_position": positions.get(uuid.UUID(r.verdict_event))} for r in results]
-    return render(request, "frontend/operators.html", {"rows": rows, "case_count": CaseRow.objects.count()})
+# ---- pages -------------------------------------------------------------------------------
 
 
-def _record(event: Event) -> RecordedEvent:
-    return RecordedEvent.from_body(event.body, event.prev_hash, event.hash)
+def dashboard(request: HttpRequest) -> HttpResponse:
+    """Every number here comes from projections or an index (no COUNT over the events)."""
+    app_rows = tables.application_rows()
+    apps = [row for row in app_rows if row["status"] in tables.STANDING and row["real"]]
+    status = ledger_selectors.status()
+    return render(request, "frontend/dashboard.html", {
+        "status": status,
+        "counts": selectors.dashboard_counts(status["event_types"]),
+        "figures": tables.headline_figures(applications=app_rows),
+        "distribution": plots.speedup_distribution([row["headline"] for row in apps]),
+        "freezes": publication.freezes(),
+        "recent": [selectors.record(e) for e in Event.objects.order_by("-position")[:10]],
+    })
+
+
+OPERATOR_FILTERS = ("backend", "matrix", "status", "search")
+APPLICATION_FILTERS = ("state", "architecture", "search")
+OPERATOR_HEADERS = (("case", "case"), ("backend", "backend"), ("status", "status"), ("speedup", "speedup (95% CI)"),
+                    ("bound_name", "public bound"), ("fraction_of_copy", "% copy BW"), ("kernel_hash", "kernel"),
+                    ("publishable", "signed off"))
+APPLICATION_HEADERS = (("app", "application"), ("domain", "domain"), ("architecture", "arch"), ("state", "state"),
+                       ("milestone", "milestone"), ("status", "status"), ("headline", "headline (95% CI)"),
+                       ("datasets", "datasets"), ("real", "REAL"), ("amdahl_ceiling", "Amdahl ceiling"),
+                       ("publishable", "signed off"))
+
+
+def _table_page(request: HttpRequest, builder: Callable[..., list[dict]], filter_names: tuple[str, ...],
+                headers: tuple[tuple[str, str], ...], default_sort: str) -> dict:
+    """Filters and sort from the query string, the rows, and header links that sort by each
+    column (a second click reverses). An unknown filter or sort value is shown, not a 500."""
+    filters = {name: request.GET.get(name, "").strip() for name in filter_names}
+    sort = request.GET.get("sort", "").strip() or default_sort
+    error = None
+    try:
+        rows = builder(**{k: v or None for k, v in filters.items()}, sort=sort)
+    except tables.TableQueryError as exc:
+        rows, error = [], str(exc)
+    active = {k: v for k, v in filters.items() if v}
+    columns = [{"key": key, "label": label, "arrow": "▲" if sort == key else "▼" if sort == f"-{key}" else "",
+                "url": "?" + urlencode({**active, "sort": f"-{key}" if sort == key else key})} for key, label in headers]
+    return {"rows": rows, "filters": filters, "sort": sort, "error": error, "columns": columns}
+
+
+def operator_table(request: HttpRequest) -> HttpResponse:
+    context = _table_page(request, tables.operator_rows, OPERATOR_FILTERS, OPERATOR_HEADERS, "case")
+    context.update(matrices=sorted(tables.matrix_backends()), statuses=tables.OPERATOR_STATUSES)
+    return render(request, "frontend/operators.html", context, status=400 if context["error"] else 200)
+
+
+def operator_figures(request: HttpRequest) -> HttpResponse:
+    """The per-case figures of design §9, over the results that stand (their current verdict's measurement)."""
+    standing = [row["result"] for row in tables.operator_rows() if row["status"] in tables.STANDING]
+    data = selectors.operator_figures_data(standing)
+    return render(request, "frontend/operator_figures.html", {
+        "cases": data,
+        "bars": plots.baseline_bars(data),
+        "roofline": plots.roofline_positions(data),
+        "quality": plots.speedup_vs_baseline_quality(data),
+    })
+
+
+def case_detail(request: HttpRequest, backend: str, case: str) -> HttpResponse:
+    try:
+        chain = provenance.operator_chain(backend, case)
+    except provenance.UnknownResult as exc:
+        raise Http404(str(exc))
+    return render(request, "frontend/case_detail.html", {
+        "chain": chain,
+        "language": "cuda" if backend == "cuda" else "c",
+        "measurement_groups": _measurement_groups(chain["measurements"]),
+    })
+
+
+def _measurement_groups(measurements: list[dict]) -> list[dict]:
+    """The chain's variants grouped by the measurement event holding them (admission, each
+    re-run), each group with its backend description and a plot of every raw sample."""
+    groups: dict[int, dict] = {}
+    for m in measurements:
+        group = groups.setdefault(m["event_position"], {
+            "position": m["event_position"], "kind": m["kind"], "verdict_position": m["verdict_position"],
+            "description": m["backend_description"], "harness_version": m["harness_version"], "protocol": m["protocol"],
+            "copy_bandwidth": m["copy_bandwidth"], "noisy": m["noisy"], "variants": []})
+        group["variants"].append(m)
+    for group in groups.values():
+        group["figure"] = plots.sample_distributions(
+            [{"name": v["variant"], "samples": v["samples"]} for v in group["variants"] if v["samples"]],
+            f"Raw samples of measurement #{group['position']} ({group['kind']})")
+    return list(groups.values())
+
+
+def case_history(request: HttpRequest, backend: str, case: str) -> HttpResponse:
+    history = selectors.forging_history(backend, case)
+    if not (history["defined"] or history["campaigns"] or history["map_cell"]):
+        raise Http404(f"no case {case} is defined and the Kernel Agent never planned it on the {backend} backend")
+    return render(request, "frontend/case_history.html",
+                  {"h": history, "trajectory": plots.round_trajectories(history["trajectories"])})
+
+
+def application_table(request: HttpRequest) -> HttpResponse:
+    context = _table_page(request, tables.application_rows, APPLICATION_FILTERS, APPLICATION_HEADERS, "app")
+    standing = [row["headline"] for row in context["rows"] if row["status"] in tables.STANDING and row["real"]]
+    context.update(states=tables.APP_STATES, distribution=plots.speedup_distribution(standing))
+    return render(request, "frontend/applications.html", context, status=400 if context["error"] else 200)
+
+
+def app_detail(request: HttpRequest, app: str) -> HttpResponse:
+    try:
+        chain = provenance.application_chain(app)
+    except provenance.UnknownResult as exc:
+        raise Http404(str(exc))
+    for dataset in chain["datasets"]:
+        dataset["figure"] = plots.sample_distributions(
+            [{"name": variant, "samples": samples} for variant, samples in dataset["samples"].items()],
+            f"Raw samples of dataset {dataset['dataset']} (#{dataset['position']})")
+    return render(request, "frontend/app_detail.html", {"chain": chain})
+
+
+def ablations(request: HttpRequest) -> HttpResponse:
+    return render(request, "frontend/ablations.html", {"tables": selectors.ablation_tables()})
+
+
+EVENT_FILTERS = ("stream", "type", "actor", "position_min", "position_max")
+
+
+def _position(value: str) -> int | None:
+    value = value.strip()
+    return int(value) if value.isdigit() else None
+
+
+def event_browser(request: HttpRequest) -> HttpResponse:
+    """Newest first, 50 a page, keyset-paginated on position (?before= older, ?after= newer):
+    each page reads about 50 index entries whatever the ledger's size, and no page counts the
+    matches unless a projection knows the count (ledger.selectors.count_events)."""
+    filters = {key: request.GET.get(key, "").strip() for key in EVENT_FILTERS}
+    query = ledger_selectors.EventFilters(stream=filters["stream"], type=filters["type"], actor=filters["actor"],
+                                          position_min=_position(filters["position_min"]),
+                                          position_max=_position(filters["position_max"]))
+    before, after = _position(request.GET.get("before", "")), _position(request.GET.get("after", ""))
+    streams = ledger_selectors.match_streams(query.stream) if query.stream else None
+    page = ledger_selectors.event_page(ledger_selectors.filtered_events(query, streams), before=before,
+                                       after=None if before is not None else after)
+    active = urlencode({k: v for k, v in filters.items() if v})
+    return render(request, "frontend/events.html", {
+        "page": page, "events": [selectors.record(e) for e in page.events], "filters": filters, "query": active,
+        "count": ledger_selectors.count_events(query, streams), "paged": before is not None or after is not None,
+        "types": EventTypeCount.objects.order_by("type").values_list("type", flat=True),
+    })
+
+
+def event_detail(request: HttpRequest, position: int) -> HttpResponse:
+    event = selectors.record(get_object_or_404(Event, position=position))
+    result = event.payload.get("result") or event.payload.get("subject")
+    return render(request, "frontend/event.html", {
+        "event": event, "references": selectors.event_references(event), "result": result,
+        "result_url": selectors.result_page(result),
+    })
+
+
+# ---- reviewer actions --------------------------------------------------------------------
+
+
+def _actor(request: HttpRequest) -> str:
+    return f"user:{request.user.get_username()}"
+
+
+def _back(request: HttpRequest, fallback: str) -> HttpResponse:
+    """Back to the page the form was on (a local URL only), else to `fallback`."""
+    target = request.POST.get("next", "")
+    if not url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()}, require_https=request.is_secure()):
+        target = fallback
+    return redirect(target or fallback)
+
+
+def reviewer_action(permission: str):
+    """Login (else the login page), the permission (else 403), POST only (else 405); CSRF is
+    checked by the middleware before the view runs."""
+    def decorate(view):
+        return login_required(permission_required(permission, raise_exception=True)(require_POST(view)), login_url="login")
+    return decorate
+
+
+def _require_result(result: str) -> None:
+    if not tables.result_exists(result):
+        raise ReviewError(f"no result {result!r} exists")
+
+
+@reviewer_action("frontend.sign_off")
+def sign_off(request: HttpRequest) -> HttpResponse:
+    result = request.POST.get("result", "")
+    try:
+        _require_result(result)
+        event = review.sign_off(result, _actor(request), request.POST.get("comment", "").strip())
+    except ReviewError as exc:
+        messages.error(request, f"Sign-off refused: {exc}")
+    else:
+        messages.success(request, f"Signed off {result} version {event.data['result_version']} (event #{event.position}).")
+    return _back(request, reverse("dashboard"))
+
+
+@reviewer_action("frontend.retract_result")
+def retract(request: HttpRequest) -> HttpResponse:
+    result = request.POST.get("result", "")
+    try:
+        _require_result(result)
+        event = review.retract(result, request.POST.get("reason", ""), _actor(request))
+    except ReviewError as exc:
+        messages.error(request, f"Retraction refused: {exc}")
+    else:
+        messages.success(request, f"Retracted {result} (event #{event.position}).")
+    return _back(request, reverse("dashboard"))
+
+
+@reviewer_action("frontend.request_rerun")
+def request_rerun(request: HttpRequest) -> HttpResponse:
+    kind, target, backend = (request.POST.get(k, "").strip() for k in ("kind", "target", "backend"))
+    try:
+        rerun_id = reruns.request_rerun(kind, target, _actor(request), backend or "cpu")
+    except (reruns.RerunError, provenance.UnknownResult) as exc:
+        messages.error(request, f"Re-run refused: {exc}")
+        return _back(request, reverse("dashboard"))
+    return redirect("rerun", rerun_id=rerun_id)
+
+
+def _rerun_or_404(rerun_id: str) -> dict:
+    try:
+        return reruns.rerun_status(rerun_id)
+    except reruns.UnknownRerun as exc:
+        raise Http404(str(exc))
+
+
+def _rerun_context(rerun: dict) -> dict:
+    backend, target = rerun["backend"], rerun["target"]
+    result_url = reverse("case_detail", args=[backend, target]) if rerun["kind"] == "case" else reverse("app_detail", args=[target])
+    return {"rerun": rerun, "result_url": result_url, "done": rerun["state"] in ("finished", "failed")}
+
+
+def rerun_page(request: HttpRequest, rerun_id: str) -> HttpResponse:
+    """The re-run's progress; while it runs the page polls `rerun_status` every second."""
+    return render(request, "frontend/rerun.html", _rerun_context(_rerun_or_404(rerun_id)))
+
+
+def rerun_status(request: HttpRequest, rerun_id: str) -> HttpResponse:
+    """The polled fragment; header X-Rerun-State tells the page when to stop polling."""
+    context = _rerun_context(_rerun_or_404(rerun_id))
+    response = render(request, "frontend/_rerun_status.html", context)
+    response["X-Rerun-State"] = context["rerun"]["state"]
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+@reviewer_action("frontend.freeze_publication")
+def freeze(request: HttpRequest) -> HttpResponse:
+    event = publication.freeze(_actor(request))
+    messages.success(request, f"Froze the published tables at event #{event.position}.")
+    return redirect("freeze_check", position=event.position)
+
+
+def freeze_check(request: HttpRequest, position: int) -> HttpResponse:
+    try:
+        check = publication.check_freeze(position)
+    except ReviewError as exc:
+        raise Http404(str(exc))
+    return render(request, "frontend/freeze_check.html", {"check": check})

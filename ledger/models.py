@@ -11,9 +11,9 @@ class Event(models.Model):
     event_id = models.UUIDField(unique=True)
     stream = models.CharField(max_length=255)
     version = models.PositiveIntegerField()
-    type = models.CharField(max_length=100, db_index=True)
+    type = models.CharField(max_length=100)
     schema_version = models.PositiveSmallIntegerField()
-    actor = models.CharField(max_length=255, db_index=True)
+    actor = models.CharField(max_length=255)
     recorded_at = models.DateTimeField()
     # The RFC 8785 canonical JSON of every hashed field (payload and origin included),
     # stored verbatim because databases such as PostgreSQL reorder JSON keys.
@@ -23,6 +23,15 @@ class Event(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["stream", "version"], name="ledger_event_stream_version")]
+        # Each filter of the event browser (and the pages' lookups by stream or type) walks one
+        # of these in position order: "newest 50 of a type / stream / actor" reads 50 index
+        # entries, not every match (migration 0004; they replace the single-column type and
+        # actor indexes, which a (column, position) index covers).
+        indexes = [
+            models.Index(fields=["type", "position"], name="ledger_event_type_pos"),
+            models.Index(fields=["stream", "position"], name="ledger_event_stream_pos"),
+            models.Index(fields=["actor", "position"], name="ledger_event_actor_pos"),
+        ]
 
     def __str__(self) -> str:
         return f"#{self.position} {self.type} {self.stream}@{self.version}"

@@ -115,8 +115,8 @@ class ResultVersions(Projection):
         return event.data["result"]
 
     def apply(self, event: RecordedEvent, rows: RowStore) -> None:
-        if event.type.endswith("Verdict") and event.data.get("verdict") != "admitted":
-            return  # a rejected candidate leaves the standing result as it was
+        if event.type.endswith("Verdict") and (event.data.get("verdict") != "admitted" or event.data.get("revises")):
+            return  # a rejected candidate leaves the result as it was; a re-run changes it only by a revision
         current = rows.get(event.data["result"])
         # version 1 is the first admitted verdict (or, before any row, the result as first reported)
         before = current["version"] if current else (0 if event.type.endswith("Verdict") else 1)

@@ -31,19 +31,20 @@ def test_a_revision_resets_publishability(ledger):
     assert signoff_state(RESULT)["publishable"]
 
 
-def test_a_new_admitted_verdict_is_a_new_version_and_a_rejected_one_is_not(ledger):
+def test_a_new_admitted_verdict_is_a_new_version_and_a_rejected_one_or_a_rerun_is_not(ledger):
     app_result = "app/cpu/smooth"
 
-    def verdict(outcome: str) -> NewEvent:
+    def verdict(outcome: str, revises: str | None = None) -> NewEvent:
         return NewEvent(stream="app/smooth", type="AppGateVerdict", actor="agent:test", payload={
-            "result": app_result, "app": "smooth", "run": "r", "verdict": outcome,
+            "result": app_result, "app": "smooth", "run": "r", "verdict": outcome, "revises": revises,
             "reasons": [] if outcome == "admitted" else ["below_floor"], "architecture": "cpu"})
 
     append(verdict("admitted"))
     sign_off(app_result, "user:alice")
     sign_off(app_result, "user:bob")
     assert signoff_state(app_result) == {"version": 1, "reviewers": ["user:alice", "user:bob"], "publishable": True}
-    append(verdict("rejected"))
+    first = append(verdict("rejected"))
+    append(verdict("admitted", revises=str(first.event_id)))  # a re-run that holds: the same version
     assert signoff_state(app_result)["publishable"]
     append(verdict("admitted"))  # the gate admitted again, with a new headline
     assert signoff_state(app_result) == {"version": 2, "reviewers": [], "publishable": False}

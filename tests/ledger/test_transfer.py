@@ -2,6 +2,8 @@
 import json
 import subprocess
 import sys
+import uuid
+from dataclasses import replace
 
 import pytest
 from django.core.management import call_command
@@ -10,12 +12,12 @@ from django.core.management.base import CommandError
 from ledger.checkpoints import sign_checkpoint
 from ledger.errors import LedgerError
 from ledger.models import Event, KnownLedger
-from ledger.services import initialise_ledger
+from ledger.services import append, initialise_ledger
 from ledger.selectors import stream_events
-from ledger.transfer import export_ledger, import_ledger
+from ledger.transfer import IMPORTED_ID_NAMESPACE, export_ledger, import_ledger
 from ledger.verification import verify_ledger
 from ledger.verify_export import ExportError, verify_export
-from tests.conftest import erase_ledger, some_events
+from tests.conftest import downgrade, erase_ledger, some_events
 
 
 @pytest.fixture
@@ -135,3 +137,31 @@ def test_export_and_import_commands(export_file, tmp_path, capsys):
     assert "imported 5 events" in capsys.readouterr().out
     with pytest.raises(CommandError, match="no such file"):
         call_command("ledger", "import", str(tmp_path / "missing.jsonl"))
+
+
+@pytest.mark.parametrize("local_value", [1.5, 1.5000000000000002], ids=["same payload", "last bit differs"])
+def test_ledgers_sharing_a_content_derived_event_id_combine(ledger, tmp_path, local_value):
+    """Every ledger that loads a matrix records CaseDefined under the same uuid5 ids, with
+    coefficients that may differ in the last bit between CPUs: another ledger's copy is
+    imported under an id of its own, and its checkpoint still verifies."""
+    shared = uuid.uuid5(uuid.NAMESPACE_URL, "matrix/case/star_1/8x8x8/f32")
+    stream = "case/star_1/8x8x8/f32"
+    append(downgrade(stream, 1.5, event_id=shared))
+    sign_checkpoint("user:test")  # signs head #2: the shared event
+    foreign = tmp_path / "foreign.jsonl"
+    with foreign.open("w") as handle:
+        export_ledger(handle)
+    foreign_ledger = lines(foreign)[0]["payload"]["ledger_id"]
+    erase_ledger()
+    initialise_ledger("combined ledger", "user:test")
+    append(replace(downgrade(stream, local_value, event_id=shared), actor="user:other"))
+    assert import_ledger(foreign, "user:importer") == (3, 0)
+    local, copy = stream_events(stream)
+    assert (local.event_id, local.origin, local.payload["to_value"]) == (str(shared), None, local_value)
+    assert copy.event_id == str(uuid.uuid5(IMPORTED_ID_NAMESPACE, f"{foreign_ledger}/{shared}"))
+    assert copy.origin["event_id"] == str(shared) and copy.origin["ledger_id"] == foreign_ledger
+    assert copy.payload["to_value"] == 1.5 and copy.actor == "user:reviewer"
+    assert import_ledger(foreign, "user:importer") == (0, 3)
+    report = verify_ledger()
+    assert report.ok, report.summary()
+    assert report.checkpoints == 1

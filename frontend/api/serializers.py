@@ -1,0 +1,170 @@
+"""Request and response shapes of the audit API (also what the OpenAPI schema shows)."""
+from rest_framework import serializers
+
+from frontend.reruns import KINDS
+
+STATES = ("queued", "running", "finished", "failed")
+
+
+class OperatorRowSerializer(serializers.Serializer):
+    result = serializers.CharField(help_text="operator/<backend>/<case>")
+    case = serializers.CharField()
+    backend = serializers.CharField()
+    type = serializers.CharField()
+    precision = serializers.CharField()
+    shape = serializers.CharField()
+    status = serializers.ChoiceField(choices=["admitted", "downgraded", "retracted", "none"])
+    revised = serializers.BooleanField(help_text="the result's history holds revisions")
+    version = serializers.IntegerField(help_text="1 + revisions: the version sign-offs apply to")
+    kernel_hash = serializers.CharField(help_text="sha256 of the admitted kernel's source")
+    speedup = serializers.FloatField(allow_null=True, help_text="over the per-case public bound")
+    speedup_ci_low = serializers.FloatField(allow_null=True)
+    speedup_ci_high = serializers.FloatField(allow_null=True)
+    bound_name = serializers.CharField(help_text="the fastest baseline on this case")
+    bound_precision = serializers.CharField()
+    same_precision = serializers.BooleanField(allow_null=True)
+    fraction_of_copy = serializers.FloatField(allow_null=True, help_text="of the measured copy bandwidth")
+    verdict_position = serializers.IntegerField(allow_null=True)
+    publishable = serializers.BooleanField(help_text="two different reviewers signed off the current version")
+    provenance_url = serializers.CharField()
+    api_provenance_url = serializers.CharField()
+
+
+class ApplicationRowSerializer(serializers.Serializer):
+    result = serializers.CharField(help_text="app/<architecture>/<name>")
+    app = serializers.CharField()
+    domain = serializers.CharField()
+    architecture = serializers.CharField()
+    state = serializers.CharField()
+    milestone = serializers.CharField(help_text="the last milestone reached")
+    status = serializers.ChoiceField(choices=["admitted", "downgraded", "retracted", "rejected", "none"])
+    revised = serializers.BooleanField()
+    version = serializers.IntegerField()
+    headline = serializers.FloatField(allow_null=True, help_text="all-dataset geometric mean speedup")
+    ci_low = serializers.FloatField(allow_null=True)
+    ci_high = serializers.FloatField(allow_null=True)
+    datasets = serializers.IntegerField()
+    real = serializers.BooleanField(help_text="measured on the application's own architecture")
+    amdahl_ceiling = serializers.FloatField(allow_null=True)
+    hotspot_fraction = serializers.FloatField(allow_null=True)
+    publishable = serializers.BooleanField()
+    provenance_url = serializers.CharField()
+    api_provenance_url = serializers.CharField()
+
+
+class SignOffStateSerializer(serializers.Serializer):
+    version = serializers.IntegerField()
+    reviewers = serializers.ListField(child=serializers.CharField())
+    publishable = serializers.BooleanField()
+
+
+class EventStampSerializer(serializers.Serializer):
+    position = serializers.IntegerField()
+    type = serializers.CharField()
+    stream = serializers.CharField()
+    actor = serializers.CharField()
+    hash = serializers.CharField()
+    prev_hash = serializers.CharField()
+    recorded_at = serializers.CharField()
+
+
+class ProvenanceSerializer(serializers.Serializer):
+    """The chain of one result; nested parts as documented in docs/audit_api.md."""
+
+    result = serializers.CharField()
+    status = serializers.CharField()
+    verdict = serializers.JSONField(allow_null=True)
+    measurements = serializers.JSONField(required=False, help_text="operator: every variant's raw samples")
+    round = serializers.JSONField(required=False, allow_null=True)
+    source = serializers.CharField(required=False)
+    parent_source = serializers.CharField(required=False, allow_null=True)
+    diff = serializers.CharField(required=False)
+    datasets = serializers.JSONField(required=False, help_text="application: per dataset, both variants' samples")
+    builds = serializers.JSONField(required=False)
+    milestones = serializers.JSONField(required=False)
+    history = serializers.JSONField()
+    events = EventStampSerializer(many=True)
+    chain_verifies = serializers.BooleanField()
+    verification = serializers.JSONField()
+    signoff = SignOffStateSerializer()
+
+
+class RerunRequestSerializer(serializers.Serializer):
+    kind = serializers.ChoiceField(choices=KINDS)
+    target = serializers.CharField(help_text="a case id (kind case) or an application's name (kind app)")
+    backend = serializers.ChoiceField(choices=["cpu", "cuda"], default="cpu", help_text="kind case only")
+
+
+class RerunSerializer(serializers.Serializer):
+    id = serializers.CharField()
+    kind = serializers.ChoiceField(choices=KINDS)
+    target = serializers.CharField()
+    backend = serializers.CharField()
+    result = serializers.CharField()
+    requested_by = serializers.CharField()
+    requested_at = serializers.CharField()
+    state = serializers.ChoiceField(choices=STATES)
+    progress = serializers.ListField(child=serializers.CharField())
+    outcome = serializers.JSONField(allow_null=True)
+    detail = serializers.CharField(allow_blank=True)
+    history_line = serializers.CharField(allow_null=True)
+
+
+class SignOffRequestSerializer(serializers.Serializer):
+    result = serializers.CharField()
+    comment = serializers.CharField(required=False, allow_blank=True, default="")
+
+
+class SignOffRecordSerializer(serializers.Serializer):
+    result = serializers.CharField()
+    result_version = serializers.IntegerField()
+    reviewer = serializers.CharField()
+    position = serializers.IntegerField()
+    signed_at = serializers.CharField()
+
+
+class SignOffResponseSerializer(serializers.Serializer):
+    position = serializers.IntegerField(help_text="of the AuditSignedOff event")
+    result = serializers.CharField()
+    state = SignOffStateSerializer()
+
+
+class RetractionRequestSerializer(serializers.Serializer):
+    result = serializers.CharField()
+    reason = serializers.CharField(help_text="required: why the result no longer holds")
+
+
+class RetractionResponseSerializer(serializers.Serializer):
+    position = serializers.IntegerField(help_text="of the ResultRetracted event")
+    result = serializers.CharField()
+    reason = serializers.CharField()
+
+
+class FrozenTableSerializer(serializers.Serializer):
+    sha256 = serializers.CharField()
+    rows = serializers.IntegerField()
+
+
+class FreezeSerializer(serializers.Serializer):
+    position = serializers.IntegerField()
+    actor = serializers.CharField()
+    recorded_at = serializers.CharField()
+    hash = serializers.CharField()
+    tables = serializers.DictField(child=FrozenTableSerializer())
+
+
+class TableCheckSerializer(serializers.Serializer):
+    frozen = serializers.CharField()
+    now = serializers.CharField()
+    matches = serializers.BooleanField()
+
+
+class FreezeCheckSerializer(serializers.Serializer):
+    position = serializers.IntegerField()
+    frozen_at = serializers.CharField()
+    actor = serializers.CharField()
+    tables = serializers.DictField(child=TableCheckSerializer())
+
+
+class ErrorSerializer(serializers.Serializer):
+    detail = serializers.CharField()

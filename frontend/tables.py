@@ -1,0 +1,227 @@
+"""The operator and application tables: one source for what the pages, the REST API and the
+CSV export show, so that they cannot disagree.
+
+Each table is built from its projections with a fixed number of queries (no query per row):
+the measurement app's cases and operator results, the appgate's application rows, and the
+ledger's result statuses and sign-offs. Rows are flat dicts whose keys are the table's
+columns (also the CSV header order).
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import statistics
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, get_args
+
+import numpy as np
+from django.conf import settings
+from django.urls import reverse
+
+from appgate.events import AppState
+from appgate.models import AppRow
+from ledger.review import signoff_states
+from measurement.models import CaseRow, OperatorResult
+
+OPERATOR_COLUMNS = [
+    "result", "case", "backend", "type", "precision", "shape", "status", "revised", "version", "kernel_hash",
+    "speedup", "speedup_ci_low", "speedup_ci_high", "bound_name", "bound_precision", "same_precision",
+    "fraction_of_copy", "verdict_position", "publishable", "provenance_url", "api_provenance_url",
+]
+APPLICATION_COLUMNS = [
+    "result", "app", "domain", "architecture", "state", "milestone", "status", "revised", "version",
+    "headline", "ci_low", "ci_high", "datasets", "real", "amdahl_ceiling", "hotspot_fraction",
+    "publishable", "provenance_url", "api_provenance_url",
+]
+OPERATOR_STATUSES = ("admitted", "downgraded", "retracted", "none")
+APPLICATION_STATUSES = ("admitted", "downgraded", "retracted", "rejected", "none")
+APP_STATES = get_args(AppState)
+STANDING = ("admitted", "downgraded")  # a result that still holds (its number may be reported)
+BOOTSTRAP_SEED = 0
+BOOTSTRAP_RESAMPLES = 4000
+
+
+class TableQueryError(ValueError):
+    """A filter or sort the table does not know; the message lists what it accepts."""
+
+
+@lru_cache(maxsize=1)
+def matrix_backends() -> dict[str, str]:
+    """Matrix name -> the backend it is measured on (fixtures/matrices/*.json)."""
+    folder = Path(settings.BASE_DIR) / "fixtures" / "matrices"
+    return {path.stem: json.loads(path.read_text())["backend"] for path in sorted(folder.glob("*.json"))}
+
+
+def operator_result_key(backend: str, case: str) -> str:
+    return f"operator/{backend}/{case}"
+
+
+def operator_rows(*, backend: str | None = None, matrix: str | None = None, status: str | None = None,
+                  search: str | None = None, sort: str | None = None) -> list[dict]:
+    """Every (backend, case) of the defined matrices, with its admitted kernel if any; results
+    admitted for cases outside every matrix are listed too."""
+    if status and status not in OPERATOR_STATUSES:
+        raise TableQueryError(f"unknown status {status!r}; known: {', '.join(OPERATOR_STATUSES)}")
+    backends = matrix_backends()
+    if matrix and matrix not in backends:
+        raise TableQueryError(f"unknown matrix {matrix!r}; known: {', '.join(backends)}")
+    cases = {row["case"]: row for row in CaseRow.objects.values("case", "type", "precision", "shape", "matrices")}
+    results = {
+        (row["backend"], row["case"]): row
+        for row in OperatorResult.objects.values(
+            "result", "case", "backend", "status", "source_hash", "speedup", "speedup_ci", "bound", "same_precision",
+            "fraction_of_copy", "verdict_position", "revisions")
+    }
+    keys = set(results)
+    for case, row in cases.items():
+        keys.update((backends.get(name, name), case) for name in row["matrices"])
+    if matrix:
+        keys = {(b, c) for b, c in keys if matrix in cases.get(c, {}).get("matrices", [])}
+    if backend:
+        keys = {(b, c) for b, c in keys if b == backend}
+    signoffs = signoff_states(prefix="operator/")
+    rows = [_operator_row(b, c, cases.get(c), results.get((b, c)), signoffs) for b, c in keys]
+    if status:
+        rows = [row for row in rows if row["status"] == status]
+    rows = _search(rows, search, ("case", "kernel_hash", "bound_name", "type"))
+    return _sort(rows, sort or "case", OPERATOR_COLUMNS, tiebreak=("case", "backend"))
+
+
+def _operator_row(backend: str, case: str, defined: dict | None, result: dict | None, signoffs: dict) -> dict:
+    key = operator_result_key(backend, case)
+    parts = case.split("/")
+    kind, shape, precision = (parts + ["", "", ""])[:3]
+    if defined:
+        kind, precision, shape = defined["type"], defined["precision"], "x".join(str(n) for n in defined["shape"])
+    result = result or {}
+    ci = result.get("speedup_ci") or [None, None]
+    bound = result.get("bound") or {}
+    signoff = signoffs.get(key, {"version": 1, "publishable": False})
+    status = result.get("status", "none")
+    return {
+        "result": key, "case": case, "backend": backend, "type": kind, "precision": precision, "shape": shape,
+        "status": status, "revised": bool(result.get("revisions")), "version": signoff["version"],
+        "kernel_hash": result.get("source_hash", ""), "speedup": result.get("speedup"),
+        "speedup_ci_low": ci[0], "speedup_ci_high": ci[1], "bound_name": bound.get("name", ""),
+        "bound_precision": bound.get("precision", ""), "same_precision": result.get("same_precision"),
+        "fraction_of_copy": result.get("fraction_of_copy"), "verdict_position": result.get("verdict_position"),
+        "publishable": status in STANDING and signoff["publishable"],
+        "provenance_url": reverse("case_detail", args=[backend, case]),
+        "api_provenance_url": reverse("api-provenance", args=["case", f"{backend}/{case}"]),
+    }
+
+
+def application_rows(*, state: str | None = None, architecture: str | None = None, search: str | None = None,
+                     sort: str | None = None) -> list[dict]:
+    if sort is None:
+        sort = "app"
+    queryset = AppRow.objects.values(
+        "name", "architecture", "domain", "state", "milestones", "result", "status", "headline", "headline_ci",
+        "datasets", "real", "amdahl_ceiling", "hotspot_fraction", "revisions")
+    if state:
+        if state not in APP_STATES:
+            raise TableQueryError(f"unknown state {state!r}; known: {', '.join(APP_STATES)}")
+        queryset = queryset.filter(state=state)
+    if architecture:
+        queryset = queryset.filter(architecture=architecture)
+    signoffs = signoff_states(prefix="app/")
+    rows = [_application_row(row, signoffs) for row in queryset]
+    rows = _search(rows, search, ("app", "domain"))
+    return _sort(rows, sort, APPLICATION_COLUMNS, tiebreak=("app",))
+
+
+def _application_row(row: dict, signoffs: dict) -> dict:
+    result = row["result"] or f"app/{row['architecture']}/{row['name']}"
+    ci = row["headline_ci"] or [None, None]
+    signoff = signoffs.get(result, {"version": 1, "publishable": False})
+    status = row["status"] or "none"
+    return {
+        "result": result, "app": row["name"], "domain": row["domain"], "architecture": row["architecture"],
+        "state": row["state"], "milestone": row["milestones"][-1]["milestone"] if row["milestones"] else "",
+        "status": status, "revised": bool(row["revisions"]), "version": signoff["version"],
+        "headline": row["headline"], "ci_low": ci[0], "ci_high": ci[1], "datasets": len(row["datasets"]),
+        "real": row["real"], "amdahl_ceiling": row["amdahl_ceiling"], "hotspot_fraction": row["hotspot_fraction"],
+        "publishable": status in STANDING and signoff["publishable"],
+        "provenance_url": reverse("app_detail", args=[row["name"]]),
+        "api_provenance_url": reverse("api-provenance", args=["app", row["name"]]),
+    }
+
+
+def _search(rows: list[dict], search: str | None, fields: tuple[str, ...]) -> list[dict]:
+    needle = (search or "").strip().lower()
+    if not needle:
+        return rows
+    return [row for row in rows if any(needle in str(row[field]).lower() for field in fields)]
+
+
+def _sort(rows: list[dict], sort: str, columns: list[str], tiebreak: tuple[str, ...]) -> list[dict]:
+    """Sort by a column ("-column": descending); empty values go last either way."""
+    descending = sort.startswith("-")
+    column = sort.lstrip("-")
+    if column not in columns:
+        raise TableQueryError(f"cannot sort by {column!r}; columns: {', '.join(columns)}")
+    rows = sorted(rows, key=lambda row: tuple(str(row[c]) for c in tiebreak))
+    present = [row for row in rows if row[column] is not None and row[column] != ""]
+    missing = [row for row in rows if row[column] is None or row[column] == ""]
+    return sorted(present, key=lambda row: row[column], reverse=descending) + missing
+
+
+def figures(speedups: list[float]) -> dict[str, Any]:
+    """n, median, geometric mean and a bootstrap 95% CI of the geometric mean (fixed seed, so
+    the same ledger always shows the same interval)."""
+    values = [v for v in speedups if v is not None and v > 0 and math.isfinite(v)]
+    if not values:
+        return {"n": 0, "median": None, "geomean": None, "ci_low": None, "ci_high": None}
+    logs = np.log(np.asarray(values))
+    rng = np.random.default_rng(BOOTSTRAP_SEED)
+    means = logs[rng.integers(0, len(logs), size=(BOOTSTRAP_RESAMPLES, len(logs)))].mean(axis=1)
+    low, high = np.exp(np.percentile(means, [2.5, 97.5]))
+    return {"n": len(values), "median": statistics.median(values), "geomean": float(np.exp(logs.mean())),
+            "ci_low": float(low), "ci_high": float(high)}
+
+
+def headline_figures(operators: list[dict] | None = None, applications: list[dict] | None = None) -> dict[str, Any]:
+    """The dashboard's figures over the results that stand (admitted or downgraded): operator
+    speedups per backend and split by same / mixed precision of the bound, and the REAL
+    applications' all-dataset geometric means (a proxy measurement is never a headline).
+    `operators` / `applications`: the unfiltered table rows when the caller has them already."""
+    operators = [row for row in (operator_rows() if operators is None else operators) if row["status"] in STANDING]
+    apps = [row for row in (application_rows() if applications is None else applications) if row["status"] in STANDING]
+    real = [row for row in apps if row["real"]]
+    return {
+        "operators": {
+            backend: figures([row["speedup"] for row in operators if row["backend"] == backend])
+            for backend in sorted({row["backend"] for row in operators})
+        },
+        "operators_by_precision": {
+            "same": figures([row["speedup"] for row in operators if row["same_precision"]]),
+            "mixed": figures([row["speedup"] for row in operators if row["same_precision"] is False]),
+        },
+        "applications": {**figures([row["headline"] for row in real]), "not_real": len(apps) - len(real)},
+    }
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def table_csv(rows: list[dict], columns: list[str]) -> str:
+    """The CSV form of a table (header = columns; empty cell = no value; booleans true/false)."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(columns)
+    writer.writerows([_cell(row[column]) for column in columns] for row in rows)
+    return out.getvalue()
+
+
+def result_exists(result: str) -> bool:
+    """Whether `result` names an operator or application result the gates recorded (the
+    ledger's review actions accept any key; pages and the API check this first)."""
+    return OperatorResult.objects.filter(result=result).exists() or AppRow.objects.filter(result=result).exists()

@@ -1,0 +1,73 @@
+"""Template helpers of the audit UI: plotly figures, highlighted source, number formats."""
+from __future__ import annotations
+
+import itertools
+import json
+import math
+
+from django import template
+from django.utils.html import format_html
+from django.utils.safestring import SafeString, mark_safe
+from pygments import highlight
+from pygments.formatters import HtmlFormatter
+from pygments.lexers import CLexer, CppLexer, DiffLexer
+
+register = template.Library()
+_plot_ids = itertools.count(1)
+_FORMATTER = HtmlFormatter(linenos="table", cssclass="highlight", anchorlinenos=False)
+_LEXERS = {"c": CLexer, "cuda": CppLexer, "diff": DiffLexer}
+
+
+@register.simple_tag
+def plot(figure: dict) -> SafeString:
+    """A div that the page's loader script (base.html) draws with the bundled plotly.min.js; the
+    figure travels as JSON in a script element, escaped the way json_script escapes it."""
+    element = f"plot-{next(_plot_ids)}"
+    data = json.dumps(_finite(figure), allow_nan=False, default=str).replace("<", "\\u003C").replace(">", "\\u003E").replace("&", "\\u0026")
+    return format_html('<div class="plot" data-figure="{}"></div><script type="application/json" id="{}">{}</script>',
+                       element, element, mark_safe(data))
+
+
+def _finite(value):
+    """NaN and infinities become null (JSON has neither; plotly leaves a gap)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
+@register.simple_tag
+def source_code(text: str | None, language: str = "c") -> SafeString:
+    """Server-side syntax highlighting with line numbers (pygments escapes the source)."""
+    if not text:
+        return mark_safe("")
+    return mark_safe(highlight(text, _LEXERS[language](), _FORMATTER))
+
+
+@register.simple_tag
+def highlight_css() -> SafeString:
+    return mark_safe(_FORMATTER.get_style_defs(".highlight"))
+
+
+@register.filter
+def times(value: float | None, digits: int = 2) -> str:
+    """A speedup: 2.31×; an em dash when there is none."""
+    return "—" if value is None else f"{value:.{digits}f}×"
+
+
+@register.filter
+def percent(value: float | None) -> str:
+    return "—" if value is None else f"{value * 100:.1f}%"
+
+
+@register.filter
+def seconds(value: float | None) -> str:
+    return "—" if value is None else f"{value:.4e} s"
+
+
+@register.filter
+def get(mapping: dict, key: str):
+    return mapping.get(key) if mapping else None

@@ -1,0 +1,89 @@
+"""`seed_demo`: one command gives a new user a populated, verified ledger; twice adds nothing."""
+import io
+import json
+
+import pytest
+from django.contrib.auth import authenticate
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from appgate.models import AppRow
+from ledger.management.commands import seed_demo
+from ledger.models import Event, KnownLedger
+from ledger.transfer import export_ledger
+from ledger.verification import verify_ledger
+from measurement.models import CaseRow, OperatorResult
+from tests.conftest import erase_ledger, some_events
+
+
+def seed() -> str:
+    out = io.StringIO()
+    call_command("seed_demo", stdout=out)
+    return out.getvalue()
+
+
+def export_ids(path) -> tuple[str, int]:
+    lines = path.read_text().splitlines()
+    return json.loads(lines[0])["payload"]["ledger_id"], len(lines)
+
+
+@pytest.fixture
+def shipped_export(ledger, tmp_path, monkeypatch):
+    """A foreign ledger in fixtures/ledgers/ (issue 7 ships the H200 campaign there)."""
+    some_events(2)
+    shipped = tmp_path / "ledgers"
+    shipped.mkdir()
+    path = shipped / "h200_campaign.jsonl"
+    with path.open("w") as handle:
+        export_ledger(handle)
+    erase_ledger()
+    monkeypatch.setattr(seed_demo, "SHIPPED_EXPORTS", str(shipped))
+    return path
+
+
+def test_seed_imports_every_committed_and_shipped_ledger_and_twice_adds_nothing(shipped_export):
+    output = seed()
+    sources = [seed_demo.ROOT / name for name in seed_demo.COMMITTED_EXPORTS] + [shipped_export]
+    known = set(KnownLedger.objects.filter(imported=True).values_list("ledger_id", flat=True))
+    for source in sources:
+        ledger_id, count = export_ids(source)
+        assert ledger_id in known, source
+        assert Event.objects.filter(body__contains=f'"ledger_id":"{ledger_id}","position"').count() == count, source
+        assert f"{count} events imported, 0 already present" in output
+    # the campaigns' headlines of both backends, the bundled apps and both matrices are browsable
+    backends = set(OperatorResult.objects.values_list("backend", flat=True))
+    assert backends == {"cpu", "cuda"}
+    assert AppRow.objects.filter(status="admitted").count() == 6
+    assert sum("gpu" in matrices for matrices in CaseRow.objects.values_list("matrices", flat=True)) == 37
+    assert "no demo accounts" in output
+    head = Event.objects.count()
+
+    again = seed()
+    assert Event.objects.count() == head
+    assert "0 events imported" in again and " 0 already present" not in again
+    report = verify_ledger()
+    assert report.ok, report.summary()
+
+
+def test_demo_accounts_only_when_the_password_variable_asks(ledger, settings, monkeypatch):
+    settings.DEBUG = True
+    monkeypatch.setattr(seed_demo, "demo_exports", lambda: [])  # the accounts do not need the imports
+    seed()
+    assert not authenticate(username="reviewer1", password="demo-password-1")
+    monkeypatch.setenv(seed_demo.PASSWORD_VARIABLE, "demo-password-1")
+    assert "demo-password-1" in seed()
+    for username, groups in seed_demo.DEMO_USERS.items():
+        user = authenticate(username=username, password="demo-password-1")
+        assert user is not None and set(user.groups.values_list("name", flat=True)) == set(groups)
+    reviewer = authenticate(username="reviewer1", password="demo-password-1")
+    assert reviewer.has_perm("frontend.sign_off") and not reviewer.has_perm("frontend.freeze_publication")
+    assert authenticate(username="maintainer", password="demo-password-1").has_perm("frontend.freeze_publication")
+
+
+def test_demo_accounts_are_refused_outside_development(ledger, settings, monkeypatch):
+    settings.DEBUG = False
+    monkeypatch.setattr(seed_demo, "demo_exports", lambda: [])
+    monkeypatch.setenv(seed_demo.PASSWORD_VARIABLE, "demo-password-1")
+    with pytest.raises(CommandError, match="DEBUG is off"):
+        seed()
+    assert not authenticate(username="reviewer1", password="demo-password-1")
