@@ -22,9 +22,11 @@ def seed() -> str:
     return out.getvalue()
 
 
-def export_ids(path) -> tuple[str, int]:
-    lines = path.read_text().splitlines()
-    return json.loads(lines[0])["payload"]["ledger_id"], len(lines)
+def export_ids(path) -> tuple[str, int, int]:
+    """(ledger id, its own events, all events): an export resumed from another holds that one's
+    events too, with their first origin."""
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    return records[0]["payload"]["ledger_id"], sum(r["origin"] is None for r in records), len(records)
 
 
 @pytest.fixture
@@ -46,14 +48,14 @@ def test_seed_imports_every_committed_and_shipped_ledger_and_twice_adds_nothing(
     sources = [seed_demo.ROOT / name for name in seed_demo.COMMITTED_EXPORTS] + [shipped_export]
     known = set(KnownLedger.objects.filter(imported=True).values_list("ledger_id", flat=True))
     for source in sources:
-        ledger_id, count = export_ids(source)
+        ledger_id, own, count = export_ids(source)
         assert ledger_id in known, source
-        assert Event.objects.filter(body__contains=f'"ledger_id":"{ledger_id}","position"').count() == count, source
+        assert Event.objects.filter(body__contains=f'"ledger_id":"{ledger_id}","position"').count() == own, source
         assert f"{count} events imported, 0 already present" in output
     # the campaigns' headlines of both backends, the bundled apps and both matrices are browsable
     backends = set(OperatorResult.objects.values_list("backend", flat=True))
     assert backends == {"cpu", "cuda"}
-    assert AppRow.objects.filter(status="admitted").count() == 6
+    assert AppRow.objects.filter(status="admitted").count() == 12  # six bundled apps, CPU and CUDA
     assert sum("gpu" in matrices for matrices in CaseRow.objects.values_list("matrices", flat=True)) == 37
     assert "no demo accounts" in output
     head = Event.objects.count()

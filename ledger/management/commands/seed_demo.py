@@ -67,7 +67,7 @@ def ensure_demo_users(password: str) -> list[str]:
 class Command(BaseCommand):
     help = (
         "Initialise the ledger if needed, define the case matrices, import the committed ledger exports "
-        f"(and any in {SHIPPED_EXPORTS}/), sign a checkpoint of the head and verify it. Idempotent. "
+        f"(and any in {SHIPPED_EXPORTS}/), rebuild the projections, sign a checkpoint of the head and verify it. Idempotent. "
         f"With {PASSWORD_VARIABLE} set (development only), also create the demo accounts "
         f"{', '.join(DEMO_USERS)} with that password."
     )
@@ -82,6 +82,9 @@ class Command(BaseCommand):
             except LedgerError as exc:
                 raise CommandError(str(exc)) from None
             self.stdout.write(f"{os.path.relpath(path, ROOT)}: {fresh} events imported, {present} already present")
+        # A var/ ledger made by an older version of the code may lack projections this version
+        # adds: replaying every event (well under a second here) makes the pages match the events.
+        call_command("ledger", "--actor", ACTOR, "rebuild")
         call_command("ledger", "--actor", ACTOR, "checkpoint")
         call_command("ledger", "--actor", ACTOR, "verify")
         password = os.environ.get(PASSWORD_VARIABLE, "")
