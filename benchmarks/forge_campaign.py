@@ -16,6 +16,10 @@ On the device machine (docs/gpu.md), with a deadline that starts no round expect
         --cases star_1/256x256x256/f32,box_1/256x256x256/f32,star2d_1/8192x8192/f32 \\
         --rounds 6 --deadline 540 --out $OUT/forge_h200_levers.jsonl
 
+A campaign longer than one 10-minute device call continues in the next: `--resume PREVIOUS.jsonl`
+(carried in an ignored folder such as device_carry/) imports that export and runs the rest of
+its campaign, and --out then holds every call's events in one ledger.
+
 Table mode (`--table FILE.jsonl`) prints markdown from the export alone: per case the best
 admitted kernel's speedup over the per-case public bound (with its 95% CI and the bound's
 identity), its fraction of the copy bandwidth measured in the same run, the diagnosis sealed
@@ -50,8 +54,11 @@ def run(options) -> int:
     started = time.perf_counter()
     initialise_ledger(f"forge campaign ({options.backend}, scratch)", ACTOR)
     load_matrix(options.matrix, ACTOR)
-    cases = options.cases.split(",") if options.cases else matrix_cases(options.matrix)
-    campaign = start_campaign(cases, options.backend, "levers", options.rounds, ACTOR)
+    if options.resume:
+        campaign, cases = resume(Path(options.resume))
+    else:
+        cases = options.cases.split(",") if options.cases else matrix_cases(options.matrix)
+        campaign = start_campaign(cases, options.backend, "levers", options.rounds, ACTOR)
     proposer = make_proposer("levers")
     out = Path(options.out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -76,6 +83,24 @@ def run(options) -> int:
             scratch_ledger.export(out)
     log(f"done in {time.perf_counter() - started:.0f} s; {scratch_ledger.export(out)} events in {out}")
     return 0
+
+
+def resume(path: Path) -> tuple[str, list[str]]:
+    """Import an earlier call's export and continue its (last) campaign: a device call has 10
+    minutes, a 37-case campaign needs many; rounds cut by the last call's end are abandoned."""
+    from forge.services import abandon_stale_rounds, settle
+    from ledger.transfer import import_ledger
+
+    fresh, _ = import_ledger(path, ACTOR)
+    started = [e["payload"] for e in scratch_ledger.read_export(path) if e["type"] == "CampaignStarted"]
+    if not started:
+        raise SystemExit(f"{path} holds no CampaignStarted event to resume")
+    campaign, cases = started[-1]["campaign"], started[-1]["cases"]
+    abandoned = abandon_stale_rounds(campaign, ACTOR)
+    for case in cases:
+        settle(campaign, case, ACTOR)
+    log(f"resumed campaign {campaign} from {path} ({fresh} events imported, {abandoned} cut rounds abandoned)")
+    return campaign, cases
 
 
 # ---------------------------------------------------------------- the table, from the export alone
@@ -154,6 +179,8 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=6, help="round budget per case")
     parser.add_argument("--deadline", type=float, help="seconds: start no round expected to end later")
     parser.add_argument("--out", help="the JSON Lines export to write")
+    parser.add_argument("--resume", help="an earlier call's export: import it and continue its campaign "
+                                         "(its cases and round budget; --cases and --rounds are ignored)")
     parser.add_argument("--table", help="print the markdown table of this export and exit")
     options = parser.parse_args()
     if options.table:

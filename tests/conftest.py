@@ -115,3 +115,29 @@ def broker_unreachable() -> str | None:
     except Exception as exc:  # any transport error means: no broker here
         return f"broker {settings.CELERY_BROKER_URL} unreachable: {exc}"
     return None
+
+
+@pytest.fixture(scope="session")
+def recorded_runs(tmp_path_factory):
+    """A folder for the exports of real runs that several tests need (see replay_or_record)."""
+    return tmp_path_factory.mktemp("recorded-runs")
+
+
+def replay_or_record(folder, name: str, record) -> bool:
+    """Make this test's ledger hold a real run: the first time in a session `record()` runs it
+    (real measurements, appended here) and the ledger is exported; later tests import that
+    export instead of measuring again (the same real events, kept with their origin), since
+    each test starts from an empty ledger. Returns True when it recorded."""
+    from ledger.transfer import export_ledger, import_ledger
+
+    from ledger.services import head
+
+    path = folder / f"{name}.jsonl"
+    if path.exists():
+        import_ledger(path, "user:test")
+        return False
+    assert head()[0] == 1, "record a shared run first in a test, before anything else is appended (it is exported whole)"
+    record()
+    with path.open("w", encoding="utf-8") as handle:
+        export_ledger(handle)
+    return True

@@ -10,7 +10,7 @@ from rest_framework.test import APIClient
 
 from frontend.tables import table_csv
 from measurement.services import load_matrix
-from tests.frontend.test_tables import TINY, admit, register_apps
+from tests.frontend.test_tables import TINY, register_apps
 
 OPERATORS, APPS = "/api/tables/operator-cases/", "/api/tables/applications/"
 
@@ -52,7 +52,7 @@ def test_bad_queries_get_a_json_400_even_for_csv(ledger):
     assert response.status_code == 400 and "unknown state" in response.json()["detail"]
 
 
-def test_provenance_over_rest(ledger, speed_rule_lifted):
+def test_provenance_over_rest(ledger, speed_rule_lifted, admit):
     client = client_for(None)
     response = client.get(f"/api/provenance/case/cpu/{TINY}/")
     assert response.status_code == 404 and "no kernel was ever admitted" in response.json()["detail"]

@@ -16,6 +16,7 @@ from ledger.models import Event
 from ledger.records import RecordedEvent
 from measurement.harness.plan import ProtocolSettings
 from measurement.models import OperatorResult
+from tests.conftest import replay_or_record
 from tests.forge.test_rounds import BROKEN, HONEST, Scripted
 
 QUICK = ProtocolSettings(passes=2, launches=2, warmup=1, max_attempts=1)
@@ -34,16 +35,22 @@ def run_campaign(case: str, sources: list, rounds: int) -> str:
 
 
 @pytest.fixture
-def forged(ledger, speed_rule_lifted):
+def forged(ledger, speed_rule_lifted, recorded_runs):
     """A one-round campaign whose honest kernel the gate admitted (the case converges and seals
-    its map cell). On a loaded 2-core machine a measurement can still fail a check the speed
-    rule does not cover (say, a launch overhead measured above the kernel's time): then another
-    one-round campaign, at most three."""
-    for _ in range(3):
-        run_campaign(CASE, [HONEST], 1)
-        if OperatorResult.objects.filter(result=RESULT, status="admitted").exists():
-            return RESULT
-    pytest.fail(f"the gate admitted none of three rounds: {list(RoundRow.objects.values_list('state', 'detail'))}")
+    its map cell), run once a session and imported by later tests (tests.conftest.replay_or_record).
+    On a loaded 2-core machine a measurement can still fail a check the speed rule does not cover
+    (say, a launch overhead measured above the kernel's time): then another one-round campaign,
+    at most three."""
+
+    def record() -> None:
+        for _ in range(3):
+            run_campaign(CASE, [HONEST], 1)
+            if OperatorResult.objects.filter(result=RESULT, status="admitted").exists():
+                return
+        pytest.fail(f"the gate admitted none of three rounds: {list(RoundRow.objects.values_list('state', 'detail'))}")
+
+    replay_or_record(recorded_runs, "forged-one-round", record)
+    return RESULT
 
 
 def event_data(position: int) -> RecordedEvent:

@@ -169,8 +169,8 @@ def _chain_reads(monkeypatch, backend: str, case: str) -> tuple[dict, int, int]:
     return chain, len(queries.captured_queries), len(parsed)
 
 
-def test_the_case_detail_reads_as_much_with_a_thousand_rejected_candidates_as_with_none(ledger, speed_rule_lifted, monkeypatch, client):
-    from tests.frontend.test_tables import TINY, admit
+def test_the_case_detail_reads_as_much_with_a_thousand_rejected_candidates_as_with_none(ledger, speed_rule_lifted, monkeypatch, client, admit):
+    from tests.frontend.test_tables import TINY
 
     outcome = admit()
     key, template = f"operator/cpu/{TINY}", dict(outcome.verdict_event.data)
@@ -183,9 +183,9 @@ def test_the_case_detail_reads_as_much_with_a_thousand_rejected_candidates_as_wi
     assert client.get(f"/cases/cpu/{TINY}/").status_code == 200
 
 
-def test_the_case_detail_shows_the_newest_history_and_links_to_the_rest(ledger, speed_rule_lifted, monkeypatch, client):
+def test_the_case_detail_shows_the_newest_history_and_links_to_the_rest(ledger, speed_rule_lifted, monkeypatch, client, admit):
     from frontend import provenance
-    from tests.frontend.test_tables import TINY, admit
+    from tests.frontend.test_tables import TINY
 
     outcome = admit()
     key, template = f"operator/cpu/{TINY}", dict(outcome.verdict_event.data)

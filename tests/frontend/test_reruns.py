@@ -9,7 +9,7 @@ from frontend.reruns import RerunError, request_rerun, rerun_status, run_rerun
 from ledger.models import Event
 from ledger.review import retract
 from measurement.harness import plan
-from tests.frontend.test_tables import QUICK, TINY, admit
+from tests.frontend.test_tables import QUICK, TINY
 
 
 def wait_until_ended(rerun_id: str, seconds: float = 300) -> tuple[dict, set[str]]:
@@ -25,8 +25,10 @@ def wait_until_ended(rerun_id: str, seconds: float = 300) -> tuple[dict, set[str
     raise AssertionError(f"re-run {rerun_id} still {status['state']} after {seconds} s: {status['progress']}")
 
 
-def test_a_rerun_runs_in_the_background_and_finishes_with_an_outcome(transactional_ledger, speed_rule_lifted, monkeypatch):
+def test_a_rerun_runs_in_the_background_and_finishes_with_an_outcome(transactional_ledger, speed_rule_lifted, monkeypatch,
+                                                                      admit, settings):
     monkeypatch.setitem(plan.DEFAULT_PROTOCOL, "cpu", QUICK)  # the re-run's protocol: short, every step still real
+    settings.CELERY_TASK_ALWAYS_EAGER = True  # the embedded default's thread (the browser tests take the worker path)
     admitted = admit()
     rerun_id = request_rerun("case", TINY, "user:alice")  # no broker here: a thread, after commit
     assert rerun_status(rerun_id)["state"] in ("queued", "running")
@@ -48,7 +50,7 @@ def test_a_rerun_runs_in_the_background_and_finishes_with_an_outcome(transaction
     assert Event.objects.filter(stream=f"rerun/{rerun_id}").count() == events
 
 
-def test_requests_that_cannot_run_are_refused(ledger, speed_rule_lifted):
+def test_requests_that_cannot_run_are_refused(ledger, speed_rule_lifted, admit):
     with pytest.raises(UnknownResult):
         request_rerun("case", TINY, "user:alice")
     with pytest.raises(UnknownResult):
@@ -61,7 +63,7 @@ def test_requests_that_cannot_run_are_refused(ledger, speed_rule_lifted):
         request_rerun("case", TINY, "user:alice")
 
 
-def test_a_failing_gate_run_is_recorded_as_failed(ledger, speed_rule_lifted, monkeypatch):
+def test_a_failing_gate_run_is_recorded_as_failed(ledger, speed_rule_lifted, monkeypatch, admit):
     admit()
     rerun_id = request_rerun("case", TINY, "user:alice")  # inside the test's transaction: not dispatched
     assert rerun_status(rerun_id)["state"] == "queued"

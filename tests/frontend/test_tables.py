@@ -8,28 +8,14 @@ import pytest
 from frontend.tables import (OPERATOR_COLUMNS, APPLICATION_COLUMNS, TableQueryError, application_rows, figures,
                              headline_figures, operator_rows)
 from ledger.review import retract, sign_off
-from ledger.services import NewEvent, append_many, append
+from ledger.services import NewEvent, append, append_many
 from measurement import services
-from measurement.backends.base import Kernel
 from measurement.harness.plan import ProtocolSettings
 from tests.conftest import downgrade
 
 HONEST = (Path(__file__).parents[1] / "measurement" / "cheats" / "honest.c").read_text()
 QUICK = ProtocolSettings(passes=2, launches=2, warmup=1, max_attempts=1)
 TINY = "star_1/64x64x64/f32"  # smaller grids sink below the launch-overhead floor
-
-
-def admit(case: str = TINY):
-    """Gate the honest kernel on a tiny CPU case (needs speed_rule_lifted): a real admitted result.
-    On a loaded 2-core machine a launch-overhead estimate can still push an honest tiny kernel
-    under the physics floor; then the gate runs again, at most three times."""
-    details = []
-    for _ in range(3):
-        outcome = services.gate_candidate(case, "cpu", Kernel(HONEST, {"threads": 1}), "agent:test", protocol=QUICK)
-        if outcome.verdict == "admitted":
-            return outcome
-        details.append(outcome.detail)
-    pytest.fail(f"the gate admitted the honest kernel in none of three runs: {details}")
 
 
 def register_apps(count: int) -> None:
@@ -50,9 +36,9 @@ def register_apps(count: int) -> None:
     append_many(events)
 
 
-def test_every_matrix_case_is_listed_and_the_admitted_one_carries_its_verdict(ledger, speed_rule_lifted):
-    services.load_matrix("cpu", "user:test")
+def test_every_matrix_case_is_listed_and_the_admitted_one_carries_its_verdict(ledger, speed_rule_lifted, admit):
     outcome = admit()
+    services.load_matrix("cpu", "user:test")
     rows = operator_rows()
     assert len(rows) == 15 and all(list(row) == OPERATOR_COLUMNS for row in rows)
     row = next(r for r in rows if r["case"] == TINY)
@@ -67,9 +53,9 @@ def test_every_matrix_case_is_listed_and_the_admitted_one_carries_its_verdict(le
     assert next(r for r in others if r["case"] == "star2d_1/1024x1024/f32")["shape"] == "1024x1024"
 
 
-def test_filters_and_sort(ledger, speed_rule_lifted):
-    services.load_matrix("cpu", "user:test")
+def test_filters_and_sort(ledger, speed_rule_lifted, admit):
     admit()
+    services.load_matrix("cpu", "user:test")
     assert [r["case"] for r in operator_rows(status="admitted")] == [TINY]
     assert len(operator_rows(status="none")) == 14
     assert {r["case"] for r in operator_rows(search="BOX2D")} == {"box2d_1/512x512/f32"}
@@ -82,7 +68,7 @@ def test_filters_and_sort(ledger, speed_rule_lifted):
             operator_rows(**bad)
 
 
-def test_publishable_after_two_reviewers_and_reset_by_a_downgrade(ledger, speed_rule_lifted):
+def test_publishable_after_two_reviewers_and_reset_by_a_downgrade(ledger, speed_rule_lifted, admit):
     admit()
     key = f"operator/cpu/{TINY}"
     sign_off(key, "user:alice")
