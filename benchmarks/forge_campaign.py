@@ -32,6 +32,7 @@ import argparse
 import sys
 import time
 from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 
 import scratch_ledger
@@ -59,7 +60,7 @@ def run(options) -> int:
     else:
         cases = options.cases.split(",") if options.cases else matrix_cases(options.matrix)
         campaign = start_campaign(cases, options.backend, "levers", options.rounds, ACTOR)
-    proposer = make_proposer("levers")
+    levers = make_proposer("levers")
     out = Path(options.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     durations: list[float] = []
@@ -72,7 +73,9 @@ def run(options) -> int:
                 log(f"deadline: stopping after {elapsed:.0f} s; the export holds every ended round")
                 scratch_ledger.export(out)
                 return 0
-            round_id = start_round(campaign, case, "levers", ACTOR)
+            state = CaseCampaign.objects.get(key=campaign_key(campaign, case))
+            name, proposer = scheduled(case, state.rounds + 1, levers, options.handwritten)
+            round_id = start_round(campaign, case, name, ACTOR)
             if round_id is None:
                 continue
             began = time.perf_counter()
@@ -83,6 +86,23 @@ def run(options) -> int:
             scratch_ledger.export(out)
     log(f"done in {time.perf_counter() - started:.0f} s; {scratch_ledger.export(out)} events in {out}")
     return 0
+
+
+def scheduled(case_id: str, number: int, levers, handwritten: bool):
+    """(proposer name, proposer) of a case's round `number`: the levers, except that with
+    --handwritten rounds 2, 3, ... submit the case's hand-written candidates
+    (forge.handwritten) as `forge submit` does, while it has any left."""
+    if handwritten and number >= 2:
+        from forge.handwritten import matrix_candidates
+        from forge.proposers.external import ExternalProposer
+        from measurement.harness.cases import parse_case
+
+        candidates = matrix_candidates(parse_case(case_id))
+        if number - 2 < len(candidates):
+            subject, launch, hypothesis, source = candidates[number - 2]
+            return "external", ExternalProposer(source=source, hypothesis=hypothesis, launch=launch, subject=subject,
+                                                lever_tags=("handwritten",))
+    return "levers", levers
 
 
 def resume(path: Path) -> tuple[str, list[str]]:
@@ -106,36 +126,71 @@ def resume(path: Path) -> tuple[str, list[str]]:
 # ---------------------------------------------------------------- the table, from the export alone
 
 
-def table(path: Path) -> str:
-    events = scratch_ledger.read_export(path)
+@dataclass
+class CampaignView:
+    """What the forge events of an export say about its campaigns, read once (the table here and
+    benchmarks/operator_table.py both read an export this way)."""
+
+    events: list[dict]
+    by_id: dict[str, dict]
+    started: list[dict]  # CampaignStarted payloads
+    rounds: dict[str, dict]  # round id -> number, case, branch, proposer, subject, end, state, speedup, line, ...
+    per_case: dict[str, list[dict]]  # case -> its rounds in the order they started
+    planned: dict[str, dict]  # case -> the latest CasePlanned payload
+    sealed: dict[str, dict]  # case -> the latest CellSealed payload
+    converged: dict[str, dict]  # case -> the latest CaseConverged payload
+    branches: dict[str, list[str]]  # case -> opened / merged / dropped, in order
+    branch_ends: dict[str, dict]  # branch id -> {"type": BranchMerged|BranchDropped, **payload}
+    admitted: dict[str, dict]  # case -> the latest admitted GateVerdict of a round or a merged branch
+
+
+def read_campaign(events: list[dict]) -> CampaignView:
     by_id = {e["event_id"]: e for e in events}
-    started = [e["payload"] for e in events if e["type"] == "CampaignStarted"]
-    rounds: dict[str, dict] = {}
-    per_case: dict[str, list[dict]] = defaultdict(list)
-    sealed, converged, branches = {}, {}, defaultdict(list)
-    admitted: dict[str, dict] = {}  # case -> the latest admitted GateVerdict (the gate's current kernel)
+    view = CampaignView(events, by_id, [], {}, defaultdict(list), {}, {}, {}, defaultdict(list), {}, {})
+    rounds = view.rounds
     for e in events:
         p = e["payload"]
-        if e["type"] == "RoundStarted":
-            rounds[p["round"]] = {"number": p["number"], "case": p["case"], "branch": p.get("branch", "main")}
-            per_case[p["case"]].append(rounds[p["round"]])
+        if e["type"] == "CampaignStarted":
+            view.started.append(p)
+        elif e["type"] == "CasePlanned":
+            view.planned[p["case"]] = p
+        elif e["type"] == "RoundStarted":
+            rounds[p["round"]] = {"round": p["round"], "number": p["number"], "case": p["case"],
+                                  "branch": p.get("branch", "main"), "proposer": p.get("proposer"),
+                                  "backend": p.get("backend")}
+            view.per_case[p["case"]].append(rounds[p["round"]])
         elif e["type"] == "CandidateProposed" and p["round"] in rounds:
-            rounds[p["round"]]["subject"] = p["subject"]
+            rounds[p["round"]].update(subject=p["subject"], hypothesis=p.get("hypothesis"),
+                                      lever_tags=p.get("lever_tags", []), source_hash=p.get("source_hash"))
         elif e["type"] in ("RoundCommitted", "RoundReverted") and p["round"] in rounds:
             verdict = by_id.get(p["verdict_event"] or "", {}).get("payload", {})
             if verdict.get("verdict") == "admitted":
-                admitted[p["case"]] = verdict
+                view.admitted[p["case"]] = verdict
             rounds[p["round"]].update(end=e["type"], state=p["state"], speedup=p["speedup"], line=p.get("line", "main"),
-                                      fraction=verdict.get("fraction_of_copy"), reasons=verdict.get("reasons", []))
+                                      fraction=verdict.get("fraction_of_copy"), reasons=verdict.get("reasons", []),
+                                      verdict_event=p["verdict_event"], verdict=verdict.get("verdict"))
+        elif e["type"] == "RoundAbandoned" and p["round"] in rounds:
+            rounds[p["round"]]["abandoned"] = p["reason"]
+        elif e["type"] == "PerfLogged" and p["round"] in rounds:
+            rounds[p["round"]]["perf"] = p
         elif e["type"] == "CellSealed":
-            sealed[p["case"]] = p
+            view.sealed[p["case"]] = p
         elif e["type"] == "CaseConverged":
-            converged[p["case"]] = p
+            view.converged[p["case"]] = p
         elif e["type"].startswith("Branch"):
-            branches[p["case"]].append(e["type"].removeprefix("Branch").lower())
+            view.branches[p["case"]].append(e["type"].removeprefix("Branch").lower())
+            if e["type"] in ("BranchMerged", "BranchDropped"):
+                view.branch_ends[p["branch"]] = {"type": e["type"], **p}
             verdict = by_id.get(p.get("verdict_event") or "", {}).get("payload", {})
             if e["type"] == "BranchMerged" and verdict.get("verdict") == "admitted":
-                admitted[p["case"]] = verdict
+                view.admitted[p["case"]] = verdict
+    return view
+
+
+def table(path: Path) -> str:
+    view = read_campaign(scratch_ledger.read_export(path))
+    events, started, per_case = view.events, view.started, view.per_case
+    sealed, converged, branches, admitted = view.sealed, view.converged, view.branches, view.admitted
     first = events[0] if events else {}
     lines = [
         f"Generated by `benchmarks/forge_campaign.py --table {path.name}` from the ledger export "
@@ -181,6 +236,9 @@ def main() -> int:
     parser.add_argument("--out", help="the JSON Lines export to write")
     parser.add_argument("--resume", help="an earlier call's export: import it and continue its campaign "
                                          "(its cases and round budget; --cases and --rounds are ignored)")
+    parser.add_argument("--handwritten", action="store_true",
+                        help="rounds 2, 3, ... of each case submit its hand-written candidates (forge/handwritten.py) "
+                             "before the levers go on")
     parser.add_argument("--table", help="print the markdown table of this export and exit")
     options = parser.parse_args()
     if options.table:
@@ -188,6 +246,8 @@ def main() -> int:
         return 0
     if not options.out:
         parser.error("--out is required to run a campaign")
+    if options.handwritten and options.backend != "cuda":
+        parser.error("--handwritten candidates are CUDA kernels: use --backend cuda")
     options.matrix = options.matrix or ("gpu" if options.backend == "cuda" else "cpu")
     return run(options)
 

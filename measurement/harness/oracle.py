@@ -18,6 +18,7 @@ TOLERANCE = {"f16": 1e-2, "f32": 1e-4, "f64": 1e-4}
 # (the numerical floor) by at most this factor: catches arithmetic in a lower precision.
 FLOOR_FACTOR = {"f16": 5.0, "f32": 100.0, "f64": 100.0}
 INPUT_CHUNKS = 16
+REFERENCE_BATCH_BYTES = 16 * 2**20  # float64 cubes gathered per batch by reference_at
 
 
 def make_inputs(case: Case, seed: int) -> dict[str, np.ndarray]:
@@ -57,12 +58,14 @@ def _fill(slab: np.ndarray, rng: np.random.Generator, signed: bool) -> None:
 
 
 def _apply_once(case: Case, u: np.ndarray, coefficients: np.ndarray, halo: int) -> np.ndarray:
-    """One stencil application in float64 over the region `halo` cells inside `u`'s edges."""
+    """One stencil application in float64 over the region `halo` cells inside the edges of `u`'s
+    last `dims` axes (leading axes, if any, are a batch)."""
     stencil = case.stencil
-    inner = tuple(slice(halo, n - halo) for n in u.shape)
-    out = np.zeros(tuple(n - 2 * halo for n in u.shape), dtype=np.float64)
+    grid = u.shape[u.ndim - stencil.dims:]
+    inner = tuple(slice(halo, n - halo) for n in grid)
+    out = np.zeros(u.shape[: u.ndim - stencil.dims] + tuple(n - 2 * halo for n in grid), dtype=np.float64)
     for offset, k in zip(stencil.offsets, stencil.class_index):
-        window = tuple(slice(s.start + o, s.stop + o) for s, o in zip(inner, offset))
+        window = (Ellipsis, *(slice(s.start + o, s.stop + o) for s, o in zip(inner, offset)))
         out += coefficients[k] * u[window]
     return out
 
@@ -95,13 +98,21 @@ def reference_at(case: Case, inputs: dict[str, np.ndarray], coefficients: np.nda
             index = tuple(points[:, axis] + offset[axis] for axis in range(stencil.dims))
             total += coefficients[k] * u[index].astype(np.float64)
         values = total
-    else:
-        for i, point in enumerate(points):
-            window = tuple(slice(p - h, p + h + 1) for p in point)
-            local = u[window].astype(np.float64)
+    else:  # the cube of radius h around each point, batches of points on a thread pool
+        cube = np.stack(np.meshgrid(*[np.arange(-h, h + 1)] * stencil.dims, indexing="ij"), axis=-1).reshape(-1, stencil.dims)
+        batch = max(1, REFERENCE_BATCH_BYTES // (8 * len(cube)))
+
+        def evaluate(first: int) -> None:
+            chosen = points[first : first + batch]
+            index = chosen[:, None, :] + cube[None, :, :]
+            local = u[tuple(index[..., axis] for axis in range(stencil.dims))].astype(np.float64)
+            local = local.reshape((len(chosen),) + (2 * h + 1,) * stencil.dims)
             for _ in range(stencil.time_steps):
                 local = _apply_once(case, local, coefficients, stencil.radius)
-            values[i] = local.reshape(-1)[0]
+            values[first : first + batch] = local.reshape(len(chosen))
+
+        with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+            list(pool.map(evaluate, range(0, len(points), batch)))
     if stencil.variable_coefficient:
         values *= inputs["a"][tuple(points.T)].astype(np.float64)
     return values

@@ -1,0 +1,273 @@
+"""Hand-written CUDA candidates for the H200 campaign (issue 7), submitted through `forge submit`.
+
+The levers proposer composes kernels from `forge.kernelgen` plans one parameter at a time; these
+are written by a person, per case, around one design that kernelgen does not have:
+
+* **16-byte rows.** Each thread owns V consecutive x points (V = NV x 16 bytes: 4 float, 2 double
+  or 8 half per vector) and reads each row of its footprint as whole 16-byte vectors, the halo
+  in x as the two neighbouring aligned vectors (L1 hits: they are the neighbours' rows), so a
+  warp issues a quarter (f32) to an eighth (f16) of the straightforward kernel's loads. The
+  straightforward f16 kernel moves 2 bytes per load, which is why it reaches 14-29% of the copy
+  bandwidth (docs/benchmarks/baselines_h200.md).
+* **Plane sums into a register queue.** The thread marches L planes along z (rows along y in 2D).
+  Each input plane is read once; its contribution to the 2R+1 output planes it touches is one
+  in-plane weighted sum per plane distance m (the star: the in-plane cross for m = 0, the centre
+  for m > 0; the box: a full (2R+1)^2 footprint), built from orbit sums of symmetric offsets so
+  a class coefficient multiplies once (box_2: ~40 flops per point instead of 250). The queue
+  holds the 2R+1 partial output planes; the oldest is complete when a plane is consumed and is
+  stored (times a for varcoef) with one vector store.
+* Odd shapes or unaligned arrays take the same code with per-lane scalar loads and stores, so
+  the candidate is correct on every shape the checks use.
+
+Coefficients stay run-time (the ABI), the shape stays run-time; R, V, L and the class structure
+are compile-time. `render(case, nv, by, chunk)` returns (source, launch, hypothesis).
+"""
+from __future__ import annotations
+
+from measurement.harness.cases import Case
+from measurement.harness.codegen import acc_type, cuda_type
+
+VECTOR_BYTES = 16
+VECTOR_TYPE = {"f32": "float4", "f64": "double2", "f16": "uint4"}
+THREADS_WANTED = 1 << 17  # about the H200's resident threads at ~64 registers (132 SMs x 1024)
+
+
+def default_chunk(case: Case, nv: int, by: int) -> int:
+    """Planes (3D) or rows (2D) per thread: long enough to amortise the 2R warm-up planes, short
+    enough to leave THREADS_WANTED threads."""
+    width = VECTOR_BYTES // case.dtype.itemsize * nv
+    chunk = 1
+    while chunk < 32 and case.points // (width * chunk * 2) >= THREADS_WANTED:
+        chunk *= 2
+    return chunk
+
+
+def render(case: Case, nv: int = 1, by: int = 8, chunk: int | None = None) -> tuple[str, dict, str]:
+    stencil = case.stencil
+    if stencil.time_steps != 1:
+        raise ValueError(f"{case.type}: the plane-queue design is for one application (T = 1), not {stencil.time_steps}")
+    chunk = chunk or default_chunk(case, nv, by)
+    vw = VECTOR_BYTES // case.dtype.itemsize
+    v = vw * nv
+    r = stencil.radius
+    three = stencil.dims == 3
+    plan = _plane_plan(case)
+    lines = [
+        f"/* Hand-written H200 candidate for {case.id} (forge/handwritten.py): {v} x-points per thread in",
+        f" * {nv} x 16-byte vectors, {chunk} {'planes (z)' if three else 'rows (y)'} per thread through a register queue of",
+        f" * {2 * r + 1} partial outputs, one in-plane orbit-sum per plane distance. Any shape: odd extents or",
+        " * unaligned arrays take per-lane scalar loads and stores. */",
+        "#include <cuda_fp16.h>" if case.precision == "f16" else None,
+        f"typedef {cuda_type(case.precision)} elem_t;",
+        f"typedef {acc_type(case.precision)} acc_t;",
+        *_vector_helpers(case.precision, vw),
+        'extern "C" __global__ void stencil(const elem_t* __restrict__ u, const elem_t* __restrict__ a,',
+        "                                   elem_t* __restrict__ y, const double* __restrict__ coef,",
+        "                                   int nz, int ny, int nx)",
+        "{",
+        f"    constexpr int R = {r}, V = {v}, VW = {vw}, L = {chunk};",
+        *[f"    const acc_t c{k} = (acc_t)coef[{k}];" for k in range(len(stencil.classes))],
+        "    const int x0 = (blockIdx.x * blockDim.x + threadIdx.x) * V;",
+        "    if (x0 >= nx - R || x0 + V <= R) return;",
+    ]
+    if three:
+        lines += [
+            "    const int j = blockIdx.y * blockDim.y + threadIdx.y;",
+            "    if (j < R || j >= ny - R) return;",
+            "    const int kb = R + blockIdx.z * L;",
+            "    const int ke = min(kb + L, nz - R);",
+            "    const long sk = (long)nx * ny;  /* plane stride */",
+            "    const long rowbase = (long)j * nx + x0;",
+        ]
+    else:
+        lines += [
+            "    const int kb = R + (blockIdx.y * blockDim.y + threadIdx.y) * L;",
+            "    const int ke = min(kb + L, ny - R);",
+            "    const long sk = nx;  /* row stride: 2D marches along y */",
+            "    const long rowbase = x0;",
+        ]
+    lines += [
+        "    if (kb >= ke) return;",
+        "    const bool vec = (nx % V == 0) && ((((unsigned long long)u | (unsigned long long)y"
+        + (" | (unsigned long long)a" if stencil.variable_coefficient else "") + ") & 15) == 0);",
+        "    acc_t q[2 * R + 1][V];",
+        "#pragma unroll",
+        "    for (int s = 0; s < 2 * R + 1; ++s)",
+        "#pragma unroll",
+        "        for (int i = 0; i < V; ++i) q[s][i] = 0;",
+        "#pragma unroll 2",
+        "    for (int k = kb - R; k < ke + R; ++k) {",
+        "        const long base = (long)k * sk + rowbase;",
+        *_plane_body(case, plan, v, "        "),
+        "        if (k - R >= kb) {",
+        "            const long out = (long)(k - R) * sk + rowbase;",
+        *_store(case, v, "            "),
+        "        }",
+        "#pragma unroll",
+        "        for (int s = 0; s < 2 * R; ++s)",
+        "#pragma unroll",
+        "            for (int i = 0; i < V; ++i) q[s][i] = q[s + 1][i];",
+        "#pragma unroll",
+        "        for (int i = 0; i < V; ++i) q[2 * R][i] = 0;",
+        "    }",
+        "}",
+    ]
+    source = "\n".join(line for line in lines if line is not None) + "\n"
+    if three:
+        launch = {"block": [32, by, 1], "tile": [32 * v, by, chunk]}
+    else:
+        launch = {"block": [32, by, 1], "tile": [32 * v, by * chunk, 1]}
+    hypothesis = (
+        f"{case.id}: 16-byte row loads ({v} x-points per thread) and a {2 * r + 1}-deep register queue marching "
+        f"{chunk} {'planes' if three else 'rows'} cut the load instructions per point and read each input plane once; "
+        f"expected near the copy bandwidth if the bottleneck is load issue, not DRAM."
+    )
+    return source, launch, hypothesis
+
+
+def _plane_plan(case: Case) -> dict:
+    """For each plane distance m: {class: [(dy, dx), ...]} of the in-plane offsets it weighs."""
+    stencil = case.stencil
+    lookup = {offset: k for offset, k in zip(stencil.offsets, stencil.class_index)}
+    per_distance: dict[int, dict[int, list[tuple[int, int]]]] = {}
+    for offset, k in lookup.items():
+        m = offset[0]
+        inplane = offset[1:] if stencil.dims == 3 else (0, *offset[1:])
+        if m < 0:
+            mirrored = (-m, *offset[1:])
+            if lookup.get(mirrored) != k:
+                raise ValueError(f"{case.type}: offsets {offset} and {mirrored} differ in class")
+            continue
+        per_distance.setdefault(m, {}).setdefault(k, []).append(tuple(inplane))
+    return per_distance
+
+
+def _rows_needed(plan: dict) -> dict[int, set[int]]:
+    rows: dict[int, set[int]] = {}
+    for classes in plan.values():
+        for offsets in classes.values():
+            for dy, dx in offsets:
+                rows.setdefault(dy, set()).add(dx)
+    return rows
+
+
+def _vector_helpers(precision: str, vw: int) -> list[str]:
+    vtype = VECTOR_TYPE[precision]
+    if precision == "f16":
+        load = [
+            f"    const {vtype} v = *reinterpret_cast<const {vtype}*>(p);",
+            "    const __half2* h = reinterpret_cast<const __half2*>(&v);",
+            "#pragma unroll",
+            f"    for (int i = 0; i < {vw // 2}; ++i) {{ const float2 f = __half22float2(h[i]); out[2 * i] = f.x; out[2 * i + 1] = f.y; }}",
+        ]
+        store = [
+            f"    {vtype} v;",
+            "    __half2* h = reinterpret_cast<__half2*>(&v);",
+            "#pragma unroll",
+            f"    for (int i = 0; i < {vw // 2}; ++i) h[i] = __floats2half2_rn(in[2 * i], in[2 * i + 1]);",
+            f"    *reinterpret_cast<{vtype}*>(p) = v;",
+        ]
+        scalar = ["#define LOAD(p, k) __half2float((p)[k])", "#define STORE(v) __float2half(v)"]
+    else:
+        fields = "xyzw"[:vw]
+        load = [f"    const {vtype} v = *reinterpret_cast<const {vtype}*>(p);",
+                "    " + " ".join(f"out[{i}] = v.{f};" for i, f in enumerate(fields))]
+        store = [f"    {vtype} v;", "    " + " ".join(f"v.{f} = in[{i}];" for i, f in enumerate(fields)),
+                 f"    *reinterpret_cast<{vtype}*>(p) = v;"]
+        scalar = ["#define LOAD(p, k) ((acc_t)(p)[k])", "#define STORE(v) ((elem_t)(v))"]
+    return [
+        *scalar,
+        "/* VW lanes from a 16-byte aligned address, converted to acc_t, and back. */",
+        "__device__ __forceinline__ void load_vector(const elem_t* p, acc_t* out)",
+        "{", *load, "}",
+        "__device__ __forceinline__ void store_vector(elem_t* p, const acc_t* in)",
+        "{", *store, "}",
+    ]
+
+
+def _plane_body(case: Case, plan: dict, v: int, indent: str) -> list[str]:
+    """Load plane k's needed rows, then add its orbit sums into the queue."""
+    rows = _rows_needed(plan)
+    r = case.stencil.radius
+    vw = VECTOR_BYTES // case.dtype.itemsize
+    out: list[str] = []
+    lane = lambda dy, x: f"r{_name(dy)}[{x + r}]"  # noqa: E731  lane x (relative to x0) of row dy
+    for dy in sorted(rows):
+        lo, hi = min(rows[dy]), max(rows[dy])
+        lo, hi = min(lo, 0), max(hi, 0)
+        row = f"r{_name(dy)}"
+        offset = f"base + ({dy}L) * nx" if case.stencil.dims == 3 and dy else "base"
+        if case.stencil.dims == 2:
+            offset = "base"
+        out += [f"{indent}acc_t {row}[V + 2 * R];", f"{indent}{{", f"{indent}    const long p = {offset};",
+                f"{indent}    if (vec) {{"]
+        for start in range(0, v, vw):
+            out.append(f"{indent}        load_vector(u + p + {start}, &{row}[R + {start}]);")
+        if lo < 0:
+            out += [f"{indent}        {{ acc_t t[VW]; load_vector(u + p - VW, t);",
+                    *[f"{indent}          {lane(dy, x)} = t[VW + ({x})];" for x in range(lo, 0)], f"{indent}        }}"]
+        if hi > 0:
+            out += [f"{indent}        {{ acc_t t[VW]; load_vector(u + p + V, t);",
+                    *[f"{indent}          {lane(dy, v - 1 + x)} = t[{x - 1}];" for x in range(1, hi + 1)], f"{indent}        }}"]
+        out += [f"{indent}    }} else {{", "#pragma unroll",
+                f"{indent}        for (int i = {lo}; i < V + {hi}; ++i) {row}[R + i] = LOAD(u, p + i);",
+                f"{indent}    }}", f"{indent}}}"]
+        if -lo > vw or hi > vw:
+            raise ValueError(f"{case.type}: an x halo of {max(-lo, hi)} exceeds one {VECTOR_BYTES}-byte vector")
+    out += ["#pragma unroll", f"{indent}for (int i = 0; i < V; ++i) {{"]
+    inner = indent + "    "
+    for m in sorted(plan):
+        terms = []
+        for k, offsets in sorted(plan[m].items()):
+            points = " + ".join(f"r{_name(dy)}[R + i + ({dx})]" for dy, dx in sorted(offsets))
+            terms.append(f"c{k} * ({points})")
+        out.append(f"{inner}const acc_t s{m} = {' + '.join(terms)};")
+    for dz in range(-r, r + 1):
+        out.append(f"{inner}q[{r - dz}][i] += s{abs(dz)};")
+    out.append(f"{indent}}}")
+    return out
+
+
+def _store(case: Case, v: int, indent: str) -> list[str]:
+    vw = VECTOR_BYTES // case.dtype.itemsize
+    varcoef = case.stencil.variable_coefficient
+    out = []
+    if varcoef:
+        out += [f"{indent}acc_t w[V];", f"{indent}if (vec) {{",
+                *[f"{indent}    load_vector(a + out + {s}, &w[{s}]);" for s in range(0, v, vw)],
+                f"{indent}}} else {{", "#pragma unroll",
+                f"{indent}    for (int i = 0; i < V; ++i) w[i] = (x0 + i < nx) ? LOAD(a, out + i) : (acc_t)0;",
+                f"{indent}}}", "#pragma unroll", f"{indent}for (int i = 0; i < V; ++i) q[0][i] *= w[i];"]
+    out += [f"{indent}if (vec && x0 >= R && x0 + V <= nx - R) {{",
+            *[f"{indent}    store_vector(y + out + {s}, &q[0][{s}]);" for s in range(0, v, vw)],
+            f"{indent}}} else {{", "#pragma unroll",
+            f"{indent}    for (int i = 0; i < V; ++i)",
+            f"{indent}        if (x0 + i >= R && x0 + i < nx - R) y[out + i] = STORE(q[0][i]);",
+            f"{indent}}}"]
+    return out
+
+
+def _name(dy: int) -> str:
+    return f"m{-dy}" if dy < 0 else f"p{dy}"
+
+
+def matrix_candidates(case: Case) -> list[tuple[str, dict, str, str]]:
+    """The candidates submitted for a case, in order: (subject, launch, hypothesis, source).
+
+    The second changes one thing of the first: two vectors per thread (more bytes in flight),
+    offered only while the lanes held per row stay small (V (2R+1) <= 48: star_4 and box_2 in
+    f16 would spill registers). Temporal types (T > 1) get none: they are left to the levers."""
+    if case.stencil.time_steps != 1:
+        return []
+    vw = VECTOR_BYTES // case.dtype.itemsize
+    chunk = default_chunk(case, 1, 8)
+    made = []
+    for nv, label in ((1, "rows16"), (2, "rows32")):
+        if nv == 2 and nv * vw * (2 * case.stencil.radius + 1) > 48:
+            continue
+        source, launch, hypothesis = render(case, nv=nv, chunk=chunk)
+        if nv == 2:
+            hypothesis = (f"{case.id}: one change from rows16: two 16-byte vectors per thread row ({launch['tile'][0] // 32} "
+                          "x-points), twice the bytes in flight per thread and half the x-halo loads per point.")
+        made.append((f"{label}: hand-written plane queue, {launch['tile'][0] // 32} x-points per thread", launch, hypothesis, source))
+    return made

@@ -1,0 +1,98 @@
+"""Run a CUDA kernel that uses no shared memory, barriers or warp intrinsics on the CPU: the
+source is compiled as C++ with a small prelude (dim3, the vector types, __half as _Float16) and a
+driver loops over every block and thread. Such a kernel's threads are independent, so the loop
+computes exactly what the GPU would; CI has no GPU, and a hand-written candidate must be known
+correct before device time is spent on it."""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import subprocess
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from measurement.harness.cases import Case
+from measurement.harness.codegen import cuda_launch_geometry
+
+PRELUDE = r"""
+#include <algorithm>
+#include <cstdint>
+using std::min; using std::max;
+struct dim3 { unsigned x, y, z; };
+static dim3 blockIdx, threadIdx, blockDim;
+#define __global__
+#define __device__
+#define __forceinline__ inline
+#define __restrict__ __restrict
+struct float2 { float x, y; };
+struct float4 { float x, y, z, w; };
+struct double2 { double x, y; };
+struct uint4 { unsigned x, y, z, w; };
+typedef _Float16 __half;
+struct __half2 { __half x, y; };
+inline float __half2float(__half h) { return (float)h; }
+inline __half __float2half(float f) { return (__half)f; }
+inline float2 __half22float2(__half2 h) { return float2{(float)h.x, (float)h.y}; }
+inline __half2 __floats2half2_rn(float a, float b) { return __half2{(__half)a, (__half)b}; }
+"""
+
+DRIVER = r"""
+extern "C" void emulate(int gx, int gy, int gz, int bx, int by, int bz, const void* u, const void* a, void* y,
+                        const double* coef, int nz, int ny, int nx)
+{
+    blockDim = dim3{(unsigned)bx, (unsigned)by, (unsigned)bz};
+    for (int k = 0; k < gz; ++k) for (int j = 0; j < gy; ++j) for (int i = 0; i < gx; ++i)
+        for (int tz = 0; tz < bz; ++tz) for (int ty = 0; ty < by; ++ty) for (int tx = 0; tx < bx; ++tx) {
+            blockIdx = dim3{(unsigned)i, (unsigned)j, (unsigned)k};
+            threadIdx = dim3{(unsigned)tx, (unsigned)ty, (unsigned)tz};
+            stencil((const elem_t*)u, (const elem_t*)a, (elem_t*)y, coef, nz, ny, nx);
+        }
+}
+"""
+
+
+def build(source: str, folder: Path) -> ctypes.CDLL:
+    include = folder / "include"
+    include.mkdir(exist_ok=True)
+    (include / "cuda_fp16.h").write_text("/* the prelude defines __half */\n")
+    name = hashlib.sha256(source.encode()).hexdigest()[:16]
+    cpp, library = folder / f"{name}.cpp", folder / f"{name}.so"
+    cpp.write_text(PRELUDE + source + DRIVER)
+    subprocess.run(["g++", "-O1", "-std=c++17", "-shared", "-fPIC", "-Wno-unknown-pragmas", f"-I{include}", str(cpp),
+                    "-o", str(library)], check=True, capture_output=True, text=True)
+    return ctypes.CDLL(str(library))
+
+
+def emulate(case: Case, source: str, launch: dict, inputs: dict[str, np.ndarray], coefficients: np.ndarray,
+            misalign: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """(the output grid, a mask of elements the kernel wrote). Arrays sit 64 elements into NaN
+    padding (16-byte aligned), or one element further with `misalign`, to take the scalar path."""
+    pad = 64 + (1 if misalign else 0)
+    arrays = {}
+    for name in (*case.input_names, "y"):
+        full = np.full(case.points + 2 * 64 + 2, np.nan, dtype=case.dtype)
+        view = full[pad : pad + case.points].reshape(case.shape)
+        if name != "y":
+            view[...] = inputs[name]
+        arrays[name] = (full, view)
+
+    arrays["y"][1][...] = np.nan
+    before = arrays["y"][0].copy()
+    grid, block, _ = cuda_launch_geometry(case, launch)
+    nz, ny, nx = (1, *case.shape) if len(case.shape) == 2 else case.shape
+    coef = np.ascontiguousarray(coefficients, dtype=np.float64)
+    with tempfile.TemporaryDirectory() as folder:
+        library = build(source, Path(folder))
+        pointer = lambda name: arrays[name][1].ctypes.data_as(ctypes.c_void_p) if name in arrays else None  # noqa: E731
+        library.emulate(*[ctypes.c_int(v) for v in (*grid, *block)], pointer("u"), pointer("a"), pointer("y"),
+                        coef.ctypes.data_as(ctypes.POINTER(ctypes.c_double)), ctypes.c_int(nz), ctypes.c_int(ny),
+                        ctypes.c_int(nx))
+
+    full, view = arrays["y"]
+    written_outside = ~np.isnan(full) & np.isnan(before)
+    written_outside[pad : pad + case.points] = False
+    if written_outside.any():
+        raise AssertionError("the kernel wrote into the padding around y")
+    return view.copy(), ~np.isnan(view)

@@ -1,0 +1,73 @@
+"""The hand-written H200 candidates (forge/handwritten.py) are correct before device time is
+spent on them: each is run on the CPU by tests/forge/cuda_emulation.py (its threads are
+independent), on an aligned shape (16-byte vector path) and on misaligned arrays (per-lane
+scalar path), and judged like the gate's checks: the error within the tolerance and the floor
+of the straightforward CUDA kernel, run the same way, and exactly the region written."""
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+
+from forge.handwritten import matrix_candidates, render
+from measurement.harness.cases import parse_case
+from measurement.harness.codegen import DEFAULT_CUDA_LAUNCH, straightforward_cuda
+from measurement.harness.oracle import FLOOR_FACTOR, TOLERANCE, make_inputs, reference, relative_error
+
+from .cuda_emulation import emulate
+
+pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ to emulate CUDA kernels on the CPU")
+
+# Every type and precision of the GPU matrix at a small shape; x extents a multiple of every V
+# (vector path) except where noted, the odd extents of the gate's check B elsewhere.
+CASES = [
+    "star_1/9x10x64/f32", "star_1/7x9x64/f16", "star_1/37x43x71/f64", "star_2/11x12x64/f64", "star_4/13x15x64/f32",
+    "box_1/9x11x64/f16", "box_2/10x12x64/f32", "star2d_1/33x64/f32", "star2d_1/31x37/f16", "box2d_1/29x64/f16",
+    "varcoef_star_1/9x11x64/f64", "varcoef_star_1/9x11x64/f16", "diamond_ts1/10x11x32/f32",
+]
+
+
+def judged(case, source, launch, misalign):
+    inputs = make_inputs(case, 11)
+    coefficients = case.coefficients()
+    output, written = emulate(case, source, launch, inputs, coefficients, misalign=misalign)
+    expected = np.zeros(case.shape, dtype=bool)
+    expected[case.region] = True
+    assert (written == expected).all(), f"wrote {int((written & ~expected).sum())} outside, missed {int((expected & ~written).sum())}"
+    return relative_error(output[case.region], reference(case, inputs, coefficients))
+
+
+@pytest.mark.parametrize("case_id", CASES)
+def test_candidates_are_correct_on_both_paths(case_id):
+    case = parse_case(case_id)
+    floor = judged(case, straightforward_cuda(case), {k: list(v) for k, v in DEFAULT_CUDA_LAUNCH.items()}, False)
+    candidates = matrix_candidates(case)
+    assert candidates, "every single-application type gets at least one candidate"
+    for subject, launch, _, source in candidates:
+        for misalign in (False, True):
+            error = judged(case, source, launch, misalign)
+            assert error <= TOLERANCE[case.precision], (subject, misalign, error)
+            assert error <= max(FLOOR_FACTOR[case.precision] * floor, 1e-15), (subject, misalign, error, floor)
+
+
+def test_a_wrong_coefficient_is_caught():
+    """The check above can fail: a kernel that weighs one class with another's coefficient."""
+    case = parse_case("box_1/9x11x64/f32")
+    source, launch, _ = render(case)
+    broken = source.replace("(acc_t)coef[3]", "(acc_t)coef[2]")
+    assert broken != source
+    assert judged(case, broken, launch, False) > TOLERANCE[case.precision]
+
+
+def test_temporal_types_are_left_to_the_levers():
+    assert matrix_candidates(parse_case("diamond_ts4/256x256x256/f32")) == []
+    with pytest.raises(ValueError):
+        render(parse_case("diamond_ts4/256x256x256/f32"))
+
+
+def test_register_heavy_second_variants_are_not_offered():
+    subjects = [c[0].split(":")[0] for c in matrix_candidates(parse_case("star_4/512x512x512/f16"))]
+    assert subjects == ["rows16"]
+    subjects = [c[0].split(":")[0] for c in matrix_candidates(parse_case("star_1/512x512x512/f32"))]
+    assert subjects == ["rows16", "rows32"]
