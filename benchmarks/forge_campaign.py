@@ -68,6 +68,8 @@ def run(options) -> int:
         for case in cases:
             if CaseCampaign.objects.get(key=campaign_key(campaign, case)).converged:
                 continue
+            if options.only and case not in options.only.split(","):
+                continue
             elapsed = time.perf_counter() - started
             if options.deadline and durations and elapsed + max(durations) * 1.2 > options.deadline:
                 log(f"deadline: stopping after {elapsed:.0f} s; the export holds every ended round")
@@ -82,7 +84,7 @@ def run(options) -> int:
             outcome = execute_round(round_id, proposer, ACTOR)
             durations.append(time.perf_counter() - began)
             speed = f"{outcome.speedup:.2f}x" if outcome.speedup is not None else "-"
-            log(f"round {number} {case}: {outcome.status} ({outcome.state}) {speed} [{durations[-1]:.0f} s] {outcome.detail[:100]}")
+            log(f"round {state.rounds + 1} {case}: {outcome.status} ({outcome.state}) {speed} [{durations[-1]:.0f} s] {outcome.detail[:100]}")
             scratch_ledger.export(out)
     log(f"done in {time.perf_counter() - started:.0f} s; {scratch_ledger.export(out)} events in {out}")
     return 0
@@ -239,6 +241,8 @@ def main() -> int:
     parser.add_argument("--handwritten", action="store_true",
                         help="rounds 2, 3, ... of each case submit its hand-written candidates (forge/handwritten.py) "
                              "before the levers go on")
+    parser.add_argument("--only", help="comma-separated cases: run rounds for these alone in this call "
+                                       "(the campaign keeps its other cases for a later --resume)")
     parser.add_argument("--table", help="print the markdown table of this export and exit")
     options = parser.parse_args()
     if options.table:

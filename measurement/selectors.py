@@ -18,3 +18,9 @@ def admitted_kernel(key: str) -> Kernel | None:
     """The persisted prior best: the admitted (or downgraded, still standing) kernel."""
     row = OperatorResult.objects.filter(result=key, status__in=["admitted", "downgraded"]).first()
     return Kernel(row.source, row.launch) if row else None
+
+
+def standing_operator_results(backend: str) -> list[OperatorResult]:
+    """The results a whole-matrix gate re-run re-checks: every one of `backend` not retracted
+    (a retracted result has no kernel left to defend), in case order so runs are comparable."""
+    return list(OperatorResult.objects.filter(backend=backend).exclude(status="retracted").order_by("case"))

@@ -9,7 +9,9 @@ import hashlib
 import json
 import math
 import os
+import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,7 +20,7 @@ from django.conf import settings
 
 from ledger.services import NewEvent, append, append_many
 from measurement.backends.base import Kernel, Variant
-from measurement.harness.cases import Case, parse_case
+from measurement.harness.cases import Case, CaseError, parse_case
 from measurement.harness.isolation import run_isolated
 from measurement.harness.judge import (
     REGRESSION_BAND,
@@ -420,3 +422,82 @@ def rerun_gate(case_id: str, backend: str, actor: str, protocol: ProtocolSetting
             "result": key, "from_value": current.speedup, "to_value": outcome.speedup, "unit": "x",
             "reason": f"gate re-run measured {outcome.detail}", "rerun": rerun_id, "revises": current.verdict_event}))
     return outcome, revision
+
+
+@dataclass
+class RerunOutcome:
+    """One case of a whole-matrix re-run: what stood before, what the re-run found, how long it took."""
+
+    case: str
+    result: str
+    admitted_verdict: str  # the GateVerdict the re-run revises
+    admitted_speedup: float | None  # the standing speedup it re-checked (after any earlier downgrade)
+    seconds: float
+    verdict: str | None = None  # reconfirmed | revised; None when the re-run failed
+    speedup: float | None = None
+    speedup_ci: tuple[float, float] | None = None
+    reasons: list[str] = field(default_factory=list)
+    detail: str = ""
+    revision: str | None = None  # ResultRetracted | ResultDowngraded | None
+    rerun_verdict: str | None = None
+    error: str | None = None
+
+    @property
+    def outcome(self) -> str:
+        """reconfirmed | downgraded | retracted | failed: the four counts of a re-run summary."""
+        if self.error is not None:
+            return "failed"
+        return {"ResultRetracted": "retracted", "ResultDowngraded": "downgraded"}.get(self.revision or "", "reconfirmed")
+
+    def line(self) -> str:
+        if self.error is not None:
+            return f"{self.case}: FAILED ({self.error}) [{self.seconds:.1f} s]"
+        speed = f"{self.speedup:.3f}x" if self.speedup is not None else "-"
+        ci = f" (CI {self.speedup_ci[0]:.3f}-{self.speedup_ci[1]:.3f})" if self.speedup_ci else ""
+        was = f"{self.admitted_speedup:.3f}x" if self.admitted_speedup is not None else "-"
+        why = f" [{', '.join(self.reasons)}]" if self.reasons else ""
+        return (f"{self.case}: {self.verdict}{why} {speed}{ci} (was {was}); "
+                f"{self.revision or 'no revision'} [{self.seconds:.1f} s]")
+
+
+def rerun_counts(outcomes: list[RerunOutcome]) -> dict[str, int]:
+    counts = dict.fromkeys(("reconfirmed", "downgraded", "retracted", "failed"), 0)
+    for outcome in outcomes:
+        counts[outcome.outcome] += 1
+    return counts
+
+
+def rerun_all(backend: str, actor: str, protocol: ProtocolSettings | None = None,
+              progress: Callable[[RerunOutcome], None] | None = None,
+              deadline: float | None = None) -> list[RerunOutcome]:
+    """Re-run the gate on every standing operator result of `backend`, in case order.
+
+    A whole-matrix re-run is how a harness, driver or library change is checked against
+    everything already claimed; one case that cannot be measured must not hide the others,
+    so its MeasurementError becomes a failed outcome and the loop goes on. `progress` gets
+    each outcome as its case ends. `deadline` (seconds from the start) starts no case expected
+    to end after it (1.2x the slowest so far): a device call has a hard limit, and the cases
+    left out are simply not in the returned list.
+    """
+    started = time.perf_counter()
+    outcomes: list[RerunOutcome] = []
+    for row in selectors.standing_operator_results(backend):
+        elapsed = time.perf_counter() - started
+        if deadline is not None and outcomes and elapsed + 1.2 * max(o.seconds for o in outcomes) > deadline:
+            break
+        began = time.perf_counter()
+        item = RerunOutcome(row.case, row.result, row.verdict_event, row.speedup, 0.0)
+        try:
+            gate, revision = rerun_gate(row.case, backend, actor, protocol)
+        except (CaseError, MeasurementError) as exc:
+            item.error = str(exc)
+        else:
+            item.verdict, item.speedup, item.speedup_ci = gate.verdict, gate.speedup, gate.speedup_ci
+            item.reasons, item.detail = gate.reasons, gate.detail
+            item.rerun_verdict = str(gate.verdict_event.event_id)
+            item.revision = revision.type if revision is not None else None
+        item.seconds = time.perf_counter() - began
+        outcomes.append(item)
+        if progress is not None:
+            progress(item)
+    return outcomes

@@ -1,8 +1,10 @@
-"""`manage.py gate operator --case ID`: re-run the operator gate on the admitted kernel."""
+"""`manage.py gate operator --case ID | --all`: re-run the operator gate on admitted kernels."""
+import time
+
 from django.core.management.base import BaseCommand, CommandError
 
 from measurement.harness.cases import CaseError
-from measurement.services import MeasurementError, rerun_gate
+from measurement.services import MeasurementError, RerunOutcome, rerun_all, rerun_counts, rerun_gate
 
 from ._common import add_protocol_arguments, protocol_from, report_table
 
@@ -12,10 +14,15 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("gate", choices=["operator"])
-        parser.add_argument("--case", required=True)
+        which = parser.add_mutually_exclusive_group(required=True)
+        which.add_argument("--case", help="re-run this case's admitted kernel")
+        which.add_argument("--all", action="store_true", help="re-run every result of --backend not retracted, in case order")
         add_protocol_arguments(parser)
 
     def handle(self, *args, **options) -> None:
+        if options["all"]:
+            self.rerun_all(options)
+            return
         progress = lambda message: self.stderr.write(f"  {message}")  # noqa: E731
         try:
             outcome, revision = rerun_gate(options["case"], options["backend"], options["actor"], protocol_from(options), progress)
@@ -25,3 +32,18 @@ class Command(BaseCommand):
         self.stdout.write(f"re-run verdict: {outcome.verdict.upper()}: {outcome.detail or ', '.join(outcome.reasons)}")
         if revision is not None:
             self.stdout.write(f"recorded {revision.type} #{revision.position}: {revision.data['reason']}")
+
+    def rerun_all(self, options) -> None:
+        """One line per case as it ends, then the counts; non-zero exit when any case failed."""
+        backend, started = options["backend"], time.perf_counter()
+
+        def report(item: RerunOutcome) -> None:
+            self.stdout.write(item.line())
+            self.stdout.flush()  # a line per case as it ends, also when stdout is a pipe (a device call)
+
+        outcomes: list[RerunOutcome] = rerun_all(backend, options["actor"], protocol_from(options), report)
+        counts = rerun_counts(outcomes)
+        self.stdout.write(f"re-ran {len(outcomes)} {backend} results in {time.perf_counter() - started:.1f} s: "
+                          + ", ".join(f"{n} {name}" for name, n in counts.items()))
+        if counts["failed"]:
+            raise CommandError(f"{counts['failed']} of {len(outcomes)} re-runs failed")

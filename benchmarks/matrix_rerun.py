@@ -1,0 +1,114 @@
+#!/usr/bin/env python
+"""Re-run the operator gate on every standing result of a ledger export, timed, in one call.
+
+Why: a change of harness, driver or library has to be checked against everything already
+claimed, and a whole-matrix re-run must fit in one device call. This imports a ledger export
+(e.g. a forge campaign's, carried in an ignored folder such as device_carry/) into a fresh
+scratch ledger, runs `measurement.services.rerun_all` for --backend (each admitted or
+downgraded result re-gated in case order; a failed check appends ResultRetracted, a much
+slower speedup ResultDowngraded), prints one line per case to stderr, and writes
+
+- --out: the whole scratch ledger's export: the imported campaign plus the re-run's
+  CandidateMeasured / GateVerdict (`revises` = the admitted verdict) and revision events;
+- --summary: JSON with started/finished UTC, wall seconds, per case {case, verdict, speedup,
+  speedup_ci, admitted_speedup, revision, seconds}, the counts, and the cases a --deadline
+  left out.
+
+On the device machine (docs/gpu.md):
+
+    source scripts/device_env.sh && python3 benchmarks/matrix_rerun.py --backend cuda \\
+        --ledger device_carry/X.jsonl --out $OUT/Y.jsonl --summary $OUT/Z.json --deadline 540
+
+Exit status 1 when any case's re-run failed (MeasurementError); the files are written anyway.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import scratch_ledger
+
+ACTOR = "user:matrix-rerun"
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def utc_now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def run(options: argparse.Namespace) -> int:
+    scratch_ledger.setup_django("matrix-rerun")
+    from ledger.services import initialise_ledger
+    from ledger.transfer import import_ledger
+    from measurement import selectors
+    from measurement.harness.plan import DEFAULT_PROTOCOL
+    from measurement.services import rerun_all, rerun_counts
+
+    initialise_ledger(f"gate re-run ({options.backend}, scratch)", ACTOR)
+    imported, _ = import_ledger(Path(options.ledger), ACTOR)
+    standing = [row.case for row in selectors.standing_operator_results(options.backend)]
+    log(f"imported {imported} events from {options.ledger}; {len(standing)} standing {options.backend} results to re-run")
+    changes = {k: getattr(options, k) for k in ("passes", "launches", "max_attempts") if getattr(options, k)}
+    protocol = dataclasses.replace(DEFAULT_PROTOCOL[options.backend], **changes)
+    started_utc, started = utc_now(), time.perf_counter()
+    outcomes = rerun_all(options.backend, ACTOR, protocol, lambda item: log(item.line()), options.deadline)
+    wall = time.perf_counter() - started
+    counts = rerun_counts(outcomes)
+    out = Path(options.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    exported = scratch_ledger.export(out)
+    summary = {
+        "backend": options.backend,
+        "ledger": str(options.ledger),
+        "protocol": protocol.__dict__,
+        "started_utc": started_utc,
+        "finished_utc": utc_now(),
+        "wall_seconds": round(wall, 3),
+        "cases": [{
+            "case": o.case,
+            "verdict": o.verdict,
+            "speedup": o.speedup,
+            "speedup_ci": list(o.speedup_ci) if o.speedup_ci else None,
+            "admitted_speedup": o.admitted_speedup,
+            "revision": o.revision,
+            "reasons": o.reasons,
+            "error": o.error,
+            "seconds": round(o.seconds, 3),
+        } for o in outcomes],
+        "counts": counts,
+        "not_run": [case for case in standing if case not in {o.case for o in outcomes}],
+        "exported_events": exported,
+    }
+    Path(options.summary).parent.mkdir(parents=True, exist_ok=True)
+    Path(options.summary).write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
+    log(f"re-ran {len(outcomes)} of {len(standing)} in {wall:.1f} s: " + ", ".join(f"{n} {k}" for k, n in counts.items())
+        + f"; {exported} events in {out}")
+    return 1 if counts["failed"] else 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--backend", choices=["cpu", "cuda"], default="cpu")
+    parser.add_argument("--ledger", required=True, help="the JSON Lines export whose results to re-run")
+    parser.add_argument("--out", required=True, help="the scratch ledger's export to write (JSON Lines)")
+    parser.add_argument("--summary", required=True, help="the timing summary to write (JSON)")
+    parser.add_argument("--passes", type=int, help="timing passes (default: the canonical protocol's)")
+    parser.add_argument("--launches", type=int, help="launches per measurement (default: the canonical protocol's)")
+    parser.add_argument("--attempts", dest="max_attempts", type=int, help="timing attempts while noisy (default 3)")
+    parser.add_argument("--deadline", type=float, help="seconds: start no case expected to end later")
+    options = parser.parse_args()
+    if any(v is not None and v < 1 for v in (options.passes, options.launches, options.max_attempts)):
+        parser.error("--passes, --launches and --attempts must be at least 1")
+    return run(options)
+
+
+if __name__ == "__main__":  # the harness children are spawned: this module must not run on import
+    sys.exit(main())

@@ -1,0 +1,139 @@
+"""The whole-matrix gate re-run (`manage.py gate operator --all`, benchmarks/matrix_rerun.py) on
+the CPU backend: two small cases admitted once a session with real measurements, re-run for real."""
+import json
+import os
+import re
+import subprocess
+import sys
+from io import StringIO
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from ledger.selectors import stream_events
+from ledger.verification import verify_ledger
+from measurement import services
+from measurement.backends.base import Kernel
+from measurement.harness.plan import DEFAULT_PROTOCOL, ProtocolSettings
+from measurement.models import OperatorResult
+from measurement.services import MeasurementError, gate_candidate, result_key
+from tests.conftest import lift_speed_rule, replay_or_record
+
+HONEST = (Path(__file__).parent / "cheats" / "honest.c").read_text()
+QUICK = ProtocolSettings(passes=2, launches=2, warmup=1, max_attempts=1)  # the time goes on cache flushes
+CASES = ["star_1/32x32x32/f32", "star_1/64x64x64/f32"]  # in case-id order, as the re-run goes
+RECORDING = "two-admitted-cpu"
+SUMMARY = re.compile(r"re-ran 2 cpu results in [\d.]+ s: (\d+) reconfirmed, (\d+) downgraded, (\d+) retracted, (\d+) failed")
+
+
+@pytest.fixture
+def two_admitted(ledger, recorded_runs) -> dict[str, str]:
+    """Two admitted results (the speed rule lifted for admission only: a shared 2-core CPU
+    cannot promise a CI above 1); returns each case's admitted verdict id."""
+
+    def record() -> None:
+        with pytest.MonkeyPatch.context() as patch:
+            lift_speed_rule(patch)
+            for case in CASES:
+                outcome = gate_candidate(case, "cpu", Kernel(HONEST, {"threads": 1}), "agent:test", protocol=QUICK)
+                assert outcome.verdict == "admitted", outcome.detail
+
+    replay_or_record(recorded_runs, RECORDING, record)
+    return {row.case: row.verdict_event for row in OperatorResult.objects.filter(status="admitted")}
+
+
+def reruns(case: str) -> tuple[list, list]:
+    """The re-run verdicts and the revisions of a case's stream."""
+    events = stream_events(result_key("cpu", case))
+    verdicts = [e for e in events if e.type == "GateVerdict" and e.data["revises"]]
+    return verdicts, [e for e in events if e.type in ("ResultRetracted", "ResultDowngraded")]
+
+
+def test_all_reruns_every_standing_result_and_counts_them(two_admitted, speed_rule_lifted, monkeypatch):
+    assert sorted(two_admitted) == CASES
+    # One timing attempt (the command has no option for it); --passes/--launches must win over the rest.
+    monkeypatch.setitem(DEFAULT_PROTOCOL, "cpu", ProtocolSettings(warmup=1, max_attempts=1))
+    out = StringIO()
+    call_command("gate", "operator", "--all", "--passes", "2", "--launches", "2", stdout=out)
+    lines = out.getvalue().splitlines()
+    assert [line.split(":")[0] for line in lines[:2]] == CASES
+    counts = {"reconfirmed": 0, "downgraded": 0, "retracted": 0}
+    for case, line in zip(CASES, lines):
+        verdicts, revisions = reruns(case)
+        assert len(verdicts) == 1 and verdicts[0].data["revises"] == two_admitted[case]
+        measured = next(e for e in stream_events(result_key("cpu", case)) if str(e.event_id) == verdicts[0].data["measurement"])
+        assert (measured.data["protocol"]["passes"], measured.data["protocol"]["launches"]) == (2, 2)
+        verdict = verdicts[0].data["verdict"]
+        assert verdict in ("reconfirmed", "revised") and line.startswith(f"{case}: {verdict}")
+        assert all(r.data["revises"] == two_admitted[case] for r in revisions)
+        assert all(r.data["rerun"] == str(verdicts[0].event_id) for r in revisions)
+        kind = revisions[0].type if revisions else None
+        assert (verdict == "revised") == (kind == "ResultRetracted") and (kind or "no revision") in line
+        counts[{"ResultRetracted": "retracted", "ResultDowngraded": "downgraded"}.get(kind, "reconfirmed")] += 1
+    summary = SUMMARY.fullmatch(lines[2])
+    assert summary, lines
+    assert [int(n) for n in summary.groups()] == [*counts.values(), 0]
+    assert verify_ledger().ok
+
+
+def test_a_failing_case_is_counted_and_the_others_go_on(two_admitted, monkeypatch):
+    tried = []
+
+    def broken(case_id, *args, **kwargs):
+        tried.append(case_id)
+        raise MeasurementError(f"the cpu backend is not usable here ({case_id})")
+
+    monkeypatch.setattr(services, "rerun_gate", broken)
+    out = StringIO()
+    with pytest.raises(CommandError, match="2 of 2 re-runs failed"):
+        call_command("gate", "operator", "--all", stdout=out)
+    assert tried == CASES
+    lines = out.getvalue().splitlines()
+    assert lines[0].startswith(f"{CASES[0]}: FAILED (the cpu backend is not usable here")
+    assert SUMMARY.fullmatch(lines[2]).groups() == ("0", "0", "0", "2")
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [([], "one of the arguments --case --all is required"), (["--case", CASES[0], "--all"], "not allowed with argument")],
+)
+def test_exactly_one_of_case_and_all(ledger, args, message):
+    with pytest.raises(CommandError, match=message):
+        call_command("gate", "operator", *args)
+
+
+def test_matrix_rerun_writes_the_export_and_the_summary(two_admitted, recorded_runs, tmp_path):
+    """The benchmark re-runs an export in a scratch ledger of its own (a child process, a fresh
+    var/ folder): its export holds the campaign plus the re-run, its summary the timings."""
+    root = Path(settings.BASE_DIR)
+    env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
+    env["FORGESTENCIL_VAR_DIR"] = str(tmp_path / "var")
+    out, summary_path = tmp_path / "rerun.jsonl", tmp_path / "rerun.json"
+    done = subprocess.run(
+        [sys.executable, "benchmarks/matrix_rerun.py", "--backend", "cpu", "--ledger", str(recorded_runs / f"{RECORDING}.jsonl"),
+         "--out", str(out), "--summary", str(summary_path), "--passes", "2", "--launches", "2", "--attempts", "1"],
+        cwd=root, env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(summary_path.read_text())
+    assert [c["case"] for c in summary["cases"]] == CASES and summary["not_run"] == []
+    assert sum(summary["counts"].values()) == 2 and summary["counts"]["failed"] == 0
+    assert summary["started_utc"] <= summary["finished_utc"]
+    assert summary["wall_seconds"] >= sum(c["seconds"] for c in summary["cases"]) > 0
+    admitted = {row.case: row.speedup for row in OperatorResult.objects.all()}
+    for item in summary["cases"]:
+        assert item["admitted_speedup"] == pytest.approx(admitted[item["case"]])
+        assert item["verdict"] in ("reconfirmed", "revised")
+        if item["speedup"] is not None:
+            assert item["speedup_ci"][0] <= item["speedup"] <= item["speedup_ci"][1]
+        assert item["case"] in done.stderr
+    events = [json.loads(line) for line in out.read_text().splitlines() if line.strip()]
+    revising = {e["payload"]["case"]: e["payload"]["revises"] for e in events
+                if e["type"] == "GateVerdict" and e["payload"]["revises"]}
+    assert revising == two_admitted
+    revisions = [e["payload"]["revises"] for e in events if e["type"] in ("ResultRetracted", "ResultDowngraded")]
+    assert len(revisions) == summary["counts"]["retracted"] + summary["counts"]["downgraded"]
+    assert summary["exported_events"] == len(events)
