@@ -71,14 +71,29 @@ def _apply_once(case: Case, u: np.ndarray, coefficients: np.ndarray, halo: int) 
 
 
 def reference(case: Case, inputs: dict[str, np.ndarray], coefficients: np.ndarray) -> np.ndarray:
-    """Float64 result over the written region (shape = grid minus the halo on each side)."""
+    """Float64 result over the written region (shape = grid minus the halo on each side).
+
+    Slabs along the first axis (each with its halo, all T steps) run on a thread pool: NumPy
+    releases the GIL, and box_2's 125 offsets took 4 s a check shape single-threaded in the
+    parent (docs/benchmarks/gate_profile_h200_spawn.json)."""
     stencil = case.stencil
-    u = inputs["u"].astype(np.float64)
-    for step in range(stencil.time_steps):
-        u = _apply_once(case, u, np.asarray(coefficients, dtype=np.float64), stencil.radius)
+    h = stencil.halo
+    u = inputs["u"]
+    coefficients = np.asarray(coefficients, dtype=np.float64)
+    out = np.empty(tuple(n - 2 * h for n in u.shape), dtype=np.float64)
+    edges = np.linspace(0, out.shape[0], min(os.cpu_count() or 1, out.shape[0]) + 1).astype(int)
+
+    def slab(low: int, high: int) -> None:
+        local = u[low : high + 2 * h].astype(np.float64)
+        for _ in range(stencil.time_steps):
+            local = _apply_once(case, local, coefficients, stencil.radius)
+        out[low:high] = local
+
+    with ThreadPoolExecutor(max_workers=len(edges) - 1) as pool:
+        list(pool.map(lambda bounds: slab(*bounds), zip(edges[:-1], edges[1:])))
     if stencil.variable_coefficient:
-        u = u * inputs["a"].astype(np.float64)[case.region]
-    return u
+        out *= inputs["a"].astype(np.float64)[case.region]
+    return out
 
 
 def reference_at(case: Case, inputs: dict[str, np.ndarray], coefficients: np.ndarray, points: np.ndarray) -> np.ndarray:
