@@ -58,6 +58,11 @@ def run(options) -> int:
     if options.resume:
         campaign, cases = resume(Path(options.resume))
     else:
+        if options.import_ledger:
+            from ledger.transfer import import_ledger
+
+            imported, _ = import_ledger(Path(options.import_ledger), ACTOR)
+            log(f"imported {imported} events from {options.import_ledger}")
         cases = options.cases.split(",") if options.cases else matrix_cases(options.matrix)
         campaign = start_campaign(cases, options.backend, "levers", options.rounds, ACTOR)
     levers = make_proposer("levers")
@@ -76,7 +81,7 @@ def run(options) -> int:
                 scratch_ledger.export(out)
                 return 0
             state = CaseCampaign.objects.get(key=campaign_key(campaign, case))
-            name, proposer = scheduled(case, state.rounds + 1, levers, options.handwritten)
+            name, proposer = scheduled(case, state.rounds + 1, levers, options.handwritten, options.handwritten_from)
             round_id = start_round(campaign, case, name, ACTOR)
             if round_id is None:
                 continue
@@ -90,20 +95,23 @@ def run(options) -> int:
     return 0
 
 
-def scheduled(case_id: str, number: int, levers, handwritten: bool):
+def scheduled(case_id: str, number: int, levers, handwritten: bool, first: int = 2):
     """(proposer name, proposer) of a case's round `number`: the levers, except that with
-    --handwritten rounds 2, 3, ... submit the case's hand-written candidates
-    (forge.handwritten) as `forge submit` does, while it has any left."""
-    if handwritten and number >= 2:
+    --handwritten, from round `first` on, the case's hand-written candidates (forge.handwritten)
+    that this ledger has not seen proposed yet are submitted as `forge submit` does, in order,
+    while any are left."""
+    if handwritten and number >= first:
         from forge.handwritten import matrix_candidates
         from forge.proposers.external import ExternalProposer
+        from forge.selectors import proposed_source_hashes
         from measurement.harness.cases import parse_case
+        from measurement.services import source_hash
 
-        candidates = matrix_candidates(parse_case(case_id))
-        if number - 2 < len(candidates):
-            subject, launch, hypothesis, source = candidates[number - 2]
-            return "external", ExternalProposer(source=source, hypothesis=hypothesis, launch=launch, subject=subject,
-                                                lever_tags=("handwritten",))
+        seen = proposed_source_hashes(case_id)
+        for subject, launch, hypothesis, source in matrix_candidates(parse_case(case_id)):
+            if source_hash(source) not in seen:
+                return "external", ExternalProposer(source=source, hypothesis=hypothesis, launch=launch, subject=subject,
+                                                    lever_tags=("handwritten",))
     return "levers", levers
 
 
@@ -241,6 +249,12 @@ def main() -> int:
     parser.add_argument("--handwritten", action="store_true",
                         help="rounds 2, 3, ... of each case submit its hand-written candidates (forge/handwritten.py) "
                              "before the levers go on")
+    parser.add_argument("--handwritten-from", type=int, default=2, metavar="N",
+                        help="the first round of each case that submits hand-written candidates (default 2: round 1 "
+                             "is the levers'); 1 in a new campaign over a ledger that already holds rounds")
+    parser.add_argument("--import", dest="import_ledger", metavar="FILE",
+                        help="import this export first, then start a new campaign in the same ledger (--cases, --rounds); "
+                             "its admitted results stay the prior bests every round must not regress")
     parser.add_argument("--only", help="comma-separated cases: run rounds for these alone in this call "
                                        "(the campaign keeps its other cases for a later --resume)")
     parser.add_argument("--table", help="print the markdown table of this export and exit")

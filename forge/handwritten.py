@@ -24,8 +24,10 @@ are compile-time. `render(case, nv, by, chunk)` returns (source, launch, hypothe
 """
 from __future__ import annotations
 
+import math
+
 from measurement.harness.cases import Case
-from measurement.harness.codegen import acc_type, cuda_type
+from measurement.harness.codegen import acc_type, composed_star1_polynomials, cuda_type
 
 VECTOR_BYTES = 16
 VECTOR_TYPE = {"f32": "float4", "f64": "double2", "f16": "uint4"}
@@ -45,28 +47,108 @@ def default_chunk(case: Case, nv: int, by: int) -> int:
 def render(case: Case, nv: int = 1, by: int = 8, chunk: int | None = None) -> tuple[str, dict, str]:
     stencil = case.stencil
     if stencil.time_steps != 1:
-        raise ValueError(f"{case.type}: the plane-queue design is for one application (T = 1), not {stencil.time_steps}")
+        raise ValueError(f"{case.type}: the plane-queue design is for one application (T = 1), not {stencil.time_steps}"
+                         " (render_temporal is for T > 1)")
     chunk = chunk or default_chunk(case, nv, by)
     vw = VECTOR_BYTES // case.dtype.itemsize
     v = vw * nv
-    r = stencil.radius
     three = stencil.dims == 3
-    plan = _plane_plan(case)
-    lines = [
+    comment = [
         f"/* Hand-written H200 candidate for {case.id} (forge/handwritten.py): {v} x-points per thread in",
         f" * {nv} x 16-byte vectors, {chunk} {'planes (z)' if three else 'rows (y)'} per thread through a register queue of",
-        f" * {2 * r + 1} partial outputs, one in-plane orbit-sum per plane distance. Any shape: odd extents or",
+        f" * {2 * stencil.radius + 1} partial outputs, one in-plane orbit-sum per plane distance. Any shape: odd extents or",
         " * unaligned arrays take per-lane scalar loads and stores. */",
+    ]
+    setup = [f"    const acc_t c{k} = (acc_t)coef[{k}];" for k in range(len(stencil.classes))]
+    source = _marching_kernel(case, v, vw, chunk, comment, [], setup, _plane_body(case, _plane_plan(case), v, "        "))
+    hypothesis = (
+        f"{case.id}: 16-byte row loads ({v} x-points per thread) and a {2 * stencil.radius + 1}-deep register queue marching "
+        f"{chunk} {'planes' if three else 'rows'} cut the load instructions per point and read each input plane once; "
+        f"expected near the copy bandwidth if the bottleneck is load issue, not DRAM."
+    )
+    return source, _launch(case, v, by, chunk), hypothesis
+
+
+def render_temporal(case: Case, by: int = 4, chunk: int | None = None) -> tuple[str, dict, str]:
+    """diamond_tsT (T > 1) as one radius-T octahedron with the composed weights of
+    measurement.harness.codegen (a polynomial in c0, c1 per class of sorted |offset|, evaluated
+    once per block into shared memory), through the same plane queue: each input plane's rows
+    are taken in +-a pairs, summed, folded in x into pair sums p_b = r[x-b] + r[x+b], and
+    s_m += w(m, a, b) p_b for every m + a + b <= T, so a point costs C(T+3, 3) multiply-adds
+    (165 for T = 8) instead of the octahedron's 833 loads and multiply-adds (the levers'
+    `composed` kernel, 0.08-0.11x of pystencils on the H200)."""
+    stencil = case.stencil
+    if stencil.time_steps < 2 or stencil.dims != 3:
+        raise ValueError(f"{case.type}: render_temporal is for diamond_tsT with T > 1")
+    t = stencil.time_steps
+    polys = composed_star1_polynomials(t)
+    classes = sorted(polys)
+    vw = VECTOR_BYTES // case.dtype.itemsize
+    chunk = chunk or default_chunk(case, 1, by)
+    comment = [
+        f"/* Hand-written H200 candidate for {case.id} (forge/handwritten.py): {t} applications of star_1 as one",
+        f" * radius-{t} octahedron with composed weights, {vw} x-points per thread (16-byte vectors), {chunk} planes per",
+        f" * thread through a register queue of {2 * t + 1} partial outputs; +-dy rows and +-dx lanes are summed before",
+        " * their shared weight multiplies. Any shape: odd extents or unaligned arrays take per-lane scalar loads. */",
+    ]
+    table = [
+        f"/* POLY[class][m]: the weight of class (sorted |dz|,|dy|,|dx|) is sum_m POLY * c0^({t}-m) * c1^m (codegen). */",
+        f"__constant__ double POLY[{len(classes)}][{t + 1}] = {{",
+        *["    {" + ", ".join(repr(float(dict(polys[c]).get(m, 0))) for m in range(t + 1)) + f"}},  /* {c} */" for c in classes],
+        "};",
+    ]
+    setup = [
+        f"    __shared__ acc_t w[{len(classes)}];",
+        "    {",
+        f"        double p0[{t + 1}], p1[{t + 1}];",
+        "        p0[0] = 1.0; p1[0] = 1.0;",
+        f"        for (int m = 1; m <= {t}; ++m) {{ p0[m] = p0[m - 1] * coef[0]; p1[m] = p1[m - 1] * coef[1]; }}",
+        "        const int rank = threadIdx.y * blockDim.x + threadIdx.x;",
+        f"        for (int e = rank; e < {len(classes)}; e += blockDim.x * blockDim.y) {{",
+        "            double sum = 0.0;",
+        f"            for (int m = 0; m <= {t}; ++m) sum += POLY[e][m] * p0[{t} - m] * p1[m];",
+        "            w[e] = (acc_t)sum;",
+        "        }",
+        "    }",
+        "    __syncthreads();",
+    ]
+    index = {c: k for k, c in enumerate(classes)}
+    # the plane loop is not unrolled: twice this body needs 255 registers and spills for T = 8
+    source = _marching_kernel(case, vw, vw, chunk, comment, table, setup, _temporal_body(case, index, vw, "        "),
+                              unroll=1)
+    hypothesis = (f"{case.id}: the {t} steps as one octahedron whose ±dy rows and ±dx lanes are summed before their "
+                  f"shared weight multiplies, through a plane queue: about {math.comb(t + 3, 3)} multiply-adds per point "
+                  "from registers instead of the composed kernel's octahedron of loads; compute-bound, expected well "
+                  f"under the {t} memory-bound sweeps of pystencils.")
+    return source, _launch(case, vw, by, chunk), hypothesis
+
+
+def _launch(case: Case, v: int, by: int, chunk: int) -> dict:
+    if case.stencil.dims == 3:
+        return {"block": [32, by, 1], "tile": [32 * v, by, chunk]}
+    return {"block": [32, by, 1], "tile": [32 * v, by * chunk, 1]}
+
+
+def _marching_kernel(case: Case, v: int, vw: int, chunk: int, comment: list[str], file_scope: list[str],
+                     setup: list[str], body: list[str], unroll: int = 2) -> str:
+    """The skeleton both designs share: thread -> (V x-points, row, chunk of planes), the
+    register queue of 2H+1 partial output planes (H = the halo), its store and shift; `setup`
+    runs before any thread returns (it may synchronise), `body` adds plane k into the queue."""
+    stencil = case.stencil
+    three = stencil.dims == 3
+    lines = [
+        *comment,
         "#include <cuda_fp16.h>" if case.precision == "f16" else None,
         f"typedef {cuda_type(case.precision)} elem_t;",
         f"typedef {acc_type(case.precision)} acc_t;",
         *_vector_helpers(case.precision, vw),
+        *file_scope,
         'extern "C" __global__ void stencil(const elem_t* __restrict__ u, const elem_t* __restrict__ a,',
         "                                   elem_t* __restrict__ y, const double* __restrict__ coef,",
         "                                   int nz, int ny, int nx)",
         "{",
-        f"    constexpr int R = {r}, V = {v}, VW = {vw}, L = {chunk};",
-        *[f"    const acc_t c{k} = (acc_t)coef[{k}];" for k in range(len(stencil.classes))],
+        f"    constexpr int R = {stencil.halo}, V = {v}, VW = {vw}, L = {chunk};",
+        *setup,
         "    const int x0 = (blockIdx.x * blockDim.x + threadIdx.x) * V;",
         "    if (x0 >= nx - R || x0 + V <= R) return;",
     ]
@@ -95,10 +177,10 @@ def render(case: Case, nv: int = 1, by: int = 8, chunk: int | None = None) -> tu
         "    for (int s = 0; s < 2 * R + 1; ++s)",
         "#pragma unroll",
         "        for (int i = 0; i < V; ++i) q[s][i] = 0;",
-        "#pragma unroll 2",
+        f"#pragma unroll {unroll}",
         "    for (int k = kb - R; k < ke + R; ++k) {",
         "        const long base = (long)k * sk + rowbase;",
-        *_plane_body(case, plan, v, "        "),
+        *body,
         "        if (k - R >= kb) {",
         "            const long out = (long)(k - R) * sk + rowbase;",
         *_store(case, v, "            "),
@@ -112,17 +194,7 @@ def render(case: Case, nv: int = 1, by: int = 8, chunk: int | None = None) -> tu
         "    }",
         "}",
     ]
-    source = "\n".join(line for line in lines if line is not None) + "\n"
-    if three:
-        launch = {"block": [32, by, 1], "tile": [32 * v, by, chunk]}
-    else:
-        launch = {"block": [32, by, 1], "tile": [32 * v, by * chunk, 1]}
-    hypothesis = (
-        f"{case.id}: 16-byte row loads ({v} x-points per thread) and a {2 * r + 1}-deep register queue marching "
-        f"{chunk} {'planes' if three else 'rows'} cut the load instructions per point and read each input plane once; "
-        f"expected near the copy bandwidth if the bottleneck is load issue, not DRAM."
-    )
-    return source, launch, hypothesis
+    return "\n".join(line for line in lines if line is not None) + "\n"
 
 
 def _plane_plan(case: Case) -> dict:
@@ -185,35 +257,41 @@ def _vector_helpers(precision: str, vw: int) -> list[str]:
     ]
 
 
+def _row_load(row: str, offset: str, lo: int, hi: int, pad: int, pad_name: str, v: int, vw: int, indent: str) -> list[str]:
+    """Lanes lo .. V-1+hi (relative to x0) of one row into `row[pad + lane]` (`pad_name` spells pad
+    in index expressions): whole 16-byte vectors on the vector path (the halo from the
+    neighbouring aligned vectors), per-lane scalars otherwise. The one-vector halo keeps the
+    spelling of the first H200 campaign's sources, so their hashes name the same kernels."""
+    out = [f"{indent}{{", f"{indent}    const long p = {offset};", f"{indent}    if (vec) {{"]
+    starts = list(range(-(-(-lo) // vw) * -vw, v + hi, vw))
+    for start in sorted(starts, key=lambda start: (0 if 0 <= start < v else 1 if start < 0 else 2, start)):  # own, left, right
+        if 0 <= start < v:
+            out.append(f"{indent}        load_vector(u + p + {start}, &{row}[{pad_name} + {start}]);")
+            continue
+        address = "u + p - VW" if start == -vw else "u + p + V" if start == v else f"u + p + ({start})"
+        element = (lambda x: f"VW + ({x})") if start == -vw else (lambda x: f"{x - start}")
+        kept = [x for x in range(start, start + vw) if lo <= x <= v - 1 + hi]
+        out += [f"{indent}        {{ acc_t t[VW]; load_vector({address}, t);",
+                *[f"{indent}          {row}[{pad + x}] = t[{element(x)}];" for x in kept], f"{indent}        }}"]
+    out += [f"{indent}    }} else {{", "#pragma unroll",
+            f"{indent}        for (int i = {lo}; i < V + {hi}; ++i) {row}[{pad_name} + i] = LOAD(u, p + i);",
+            f"{indent}    }}", f"{indent}}}"]
+    return out
+
+
 def _plane_body(case: Case, plan: dict, v: int, indent: str) -> list[str]:
     """Load plane k's needed rows, then add its orbit sums into the queue."""
     rows = _rows_needed(plan)
     r = case.stencil.radius
     vw = VECTOR_BYTES // case.dtype.itemsize
     out: list[str] = []
-    lane = lambda dy, x: f"r{_name(dy)}[{x + r}]"  # noqa: E731  lane x (relative to x0) of row dy
     for dy in sorted(rows):
-        lo, hi = min(rows[dy]), max(rows[dy])
-        lo, hi = min(lo, 0), max(hi, 0)
-        row = f"r{_name(dy)}"
-        offset = f"base + ({dy}L) * nx" if case.stencil.dims == 3 and dy else "base"
-        if case.stencil.dims == 2:
-            offset = "base"
-        out += [f"{indent}acc_t {row}[V + 2 * R];", f"{indent}{{", f"{indent}    const long p = {offset};",
-                f"{indent}    if (vec) {{"]
-        for start in range(0, v, vw):
-            out.append(f"{indent}        load_vector(u + p + {start}, &{row}[R + {start}]);")
-        if lo < 0:
-            out += [f"{indent}        {{ acc_t t[VW]; load_vector(u + p - VW, t);",
-                    *[f"{indent}          {lane(dy, x)} = t[VW + ({x})];" for x in range(lo, 0)], f"{indent}        }}"]
-        if hi > 0:
-            out += [f"{indent}        {{ acc_t t[VW]; load_vector(u + p + V, t);",
-                    *[f"{indent}          {lane(dy, v - 1 + x)} = t[{x - 1}];" for x in range(1, hi + 1)], f"{indent}        }}"]
-        out += [f"{indent}    }} else {{", "#pragma unroll",
-                f"{indent}        for (int i = {lo}; i < V + {hi}; ++i) {row}[R + i] = LOAD(u, p + i);",
-                f"{indent}    }}", f"{indent}}}"]
+        lo, hi = min(min(rows[dy]), 0), max(max(rows[dy]), 0)
         if -lo > vw or hi > vw:
             raise ValueError(f"{case.type}: an x halo of {max(-lo, hi)} exceeds one {VECTOR_BYTES}-byte vector")
+        row = f"r{_name(dy)}"
+        offset = f"base + ({dy}L) * nx" if case.stencil.dims == 3 and dy else "base"
+        out += [f"{indent}acc_t {row}[V + 2 * R];", *_row_load(row, offset, lo, hi, r, "R", v, vw, indent)]
     out += ["#pragma unroll", f"{indent}for (int i = 0; i < V; ++i) {{"]
     inner = indent + "    "
     for m in sorted(plan):
@@ -225,6 +303,32 @@ def _plane_body(case: Case, plan: dict, v: int, indent: str) -> list[str]:
     for dz in range(-r, r + 1):
         out.append(f"{inner}q[{r - dz}][i] += s{abs(dz)};")
     out.append(f"{indent}}}")
+    return out
+
+
+def _temporal_body(case: Case, index: dict, v: int, indent: str) -> list[str]:
+    """Plane k of the octahedron: rows +-a summed, pair sums in x, s_m += w(m,a,b) p_b."""
+    t = case.stencil.time_steps
+    vw = VECTOR_BYTES // case.dtype.itemsize
+    out = [f"{indent}acc_t s[{t + 1}][V];", "#pragma unroll", f"{indent}for (int m = 0; m <= {t}; ++m)", "#pragma unroll",
+           f"{indent}    for (int i = 0; i < V; ++i) s[m][i] = 0;"]
+    for a in range(t + 1):
+        h = t - a
+        out += [f"{indent}{{", f"{indent}    acc_t r[V + {2 * h}];",
+                *_row_load("r", f"base + ({a}L) * nx", -h, h, h, str(h), v, vw, indent + "    ")]
+        if a:
+            out += [f"{indent}    {{", f"{indent}        acc_t o[V + {2 * h}];",
+                    *_row_load("o", f"base - ({a}L) * nx", -h, h, h, str(h), v, vw, indent + "        "), "#pragma unroll",
+                    f"{indent}        for (int l = 0; l < V + {2 * h}; ++l) r[l] += o[l];", f"{indent}    }}"]
+        inner = indent + "        "
+        out += ["#pragma unroll", f"{indent}    for (int i = 0; i < V; ++i) {{", f"{inner}const acc_t p0 = r[i + {h}];",
+                *[f"{inner}const acc_t p{b} = r[i + {h - b}] + r[i + {h + b}];" for b in range(1, h + 1)]]
+        for m in range(h + 1):
+            terms = " + ".join(f"w[{index[tuple(sorted((m, a, b)))]}] * p{b}" for b in range(h - m + 1))
+            out.append(f"{inner}s[{m}][i] += {terms};")
+        out += [f"{indent}    }}", f"{indent}}}"]
+    out += ["#pragma unroll", f"{indent}for (int i = 0; i < V; ++i) {{", f"{indent}    q[{t}][i] += s[0][i];",
+            *[f"{indent}    q[{t - m}][i] += s[{m}][i]; q[{t + m}][i] += s[{m}][i];" for m in range(1, t + 1)], f"{indent}}}"]
     return out
 
 
@@ -256,9 +360,12 @@ def matrix_candidates(case: Case) -> list[tuple[str, dict, str, str]]:
 
     The second changes one thing of the first: two vectors per thread (more bytes in flight),
     offered only while the lanes held per row stay small (V (2R+1) <= 48: star_4 and box_2 in
-    f16 would spill registers). Temporal types (T > 1) get none: they are left to the levers."""
+    f16 would spill registers). Temporal types (T > 1) get `octa`, the composed octahedron through
+    the plane queue (render_temporal)."""
     if case.stencil.time_steps != 1:
-        return []
+        source, launch, hypothesis = render_temporal(case)
+        return [(f"octa: hand-written composed octahedron, pair sums, {launch['tile'][0] // 32} x-points per thread",
+                 launch, hypothesis, source)]
     vw = VECTOR_BYTES // case.dtype.itemsize
     chunk = default_chunk(case, 1, 8)
     made = []

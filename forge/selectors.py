@@ -64,6 +64,12 @@ def tried_tags(campaign: str, case: str) -> set[str]:
     return tags
 
 
+def proposed_source_hashes(case: str) -> set[str]:
+    """Sources any round of any campaign in this ledger proposed for the case: what a re-submission
+    would only measure again."""
+    return set(RoundRow.objects.filter(case=case).exclude(source_hash="").values_list("source_hash", flat=True))
+
+
 def verdict_fraction(verdict_event: str | None) -> float | None:
     if not verdict_event:
         return None

@@ -1,8 +1,11 @@
-"""Run a CUDA kernel that uses no shared memory, barriers or warp intrinsics on the CPU: the
-source is compiled as C++ with a small prelude (dim3, the vector types, __half as _Float16) and a
-driver loops over every block and thread. Such a kernel's threads are independent, so the loop
-computes exactly what the GPU would; CI has no GPU, and a hand-written candidate must be known
-correct before device time is spent on it."""
+"""Run a CUDA kernel without warp intrinsics on the CPU: the source is compiled as C++ with a
+small prelude (dim3, the vector types, __half as _Float16) and a driver loops over every block
+and thread. Threads that only read their inputs and write their own outputs are independent, so
+the loop computes what the GPU would. A kernel with a barrier is allowed one pattern: threads
+fill shared memory from the inputs, synchronise, then compute; the driver runs each block twice,
+so the second pass finds the shared table complete and rewrites every output correctly (outputs
+are written once per pass by one thread and never read). CI has no GPU, and a hand-written
+candidate must be known correct before device time is spent on it."""
 from __future__ import annotations
 
 import ctypes
@@ -19,7 +22,11 @@ from measurement.harness.codegen import cuda_launch_geometry
 PRELUDE = r"""
 #include <algorithm>
 #include <cstdint>
-using std::min; using std::max;
+#include <cstdlib>
+using std::min; using std::max; using std::abs;
+#define __constant__
+#define __shared__ static
+inline void __syncthreads() {}
 struct dim3 { unsigned x, y, z; };
 static dim3 blockIdx, threadIdx, blockDim;
 #define __global__
@@ -44,6 +51,7 @@ extern "C" void emulate(int gx, int gy, int gz, int bx, int by, int bz, const vo
 {
     blockDim = dim3{(unsigned)bx, (unsigned)by, (unsigned)bz};
     for (int k = 0; k < gz; ++k) for (int j = 0; j < gy; ++j) for (int i = 0; i < gx; ++i)
+        for (int pass = 0; pass < PASSES; ++pass)
         for (int tz = 0; tz < bz; ++tz) for (int ty = 0; ty < by; ++ty) for (int tx = 0; tx < bx; ++tx) {
             blockIdx = dim3{(unsigned)i, (unsigned)j, (unsigned)k};
             threadIdx = dim3{(unsigned)tx, (unsigned)ty, (unsigned)tz};
@@ -59,7 +67,8 @@ def build(source: str, folder: Path) -> ctypes.CDLL:
     (include / "cuda_fp16.h").write_text("/* the prelude defines __half */\n")
     name = hashlib.sha256(source.encode()).hexdigest()[:16]
     cpp, library = folder / f"{name}.cpp", folder / f"{name}.so"
-    cpp.write_text(PRELUDE + source + DRIVER)
+    passes = 2 if "__syncthreads" in source else 1
+    cpp.write_text(PRELUDE + source + f"#define PASSES {passes}\n" + DRIVER)
     subprocess.run(["g++", "-O1", "-std=c++17", "-shared", "-fPIC", "-Wno-unknown-pragmas", f"-I{include}", str(cpp),
                     "-o", str(library)], check=True, capture_output=True, text=True)
     return ctypes.CDLL(str(library))

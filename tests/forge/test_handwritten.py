@@ -25,6 +25,7 @@ CASES = [
     "star_1/9x10x64/f32", "star_1/7x9x64/f16", "star_1/37x43x71/f64", "star_2/11x12x64/f64", "star_4/13x15x64/f32",
     "box_1/9x11x64/f16", "box_2/10x12x64/f32", "star2d_1/33x64/f32", "star2d_1/31x37/f16", "box2d_1/29x64/f16",
     "varcoef_star_1/9x11x64/f64", "varcoef_star_1/9x11x64/f16", "diamond_ts1/10x11x32/f32",
+    "diamond_ts4/13x14x32/f32", "diamond_ts8/19x21x40/f32", "diamond_ts8/19x20x37/f32",
 ]
 
 
@@ -60,10 +61,11 @@ def test_a_wrong_coefficient_is_caught():
     assert judged(case, broken, launch, False) > TOLERANCE[case.precision]
 
 
-def test_temporal_types_are_left_to_the_levers():
-    assert matrix_candidates(parse_case("diamond_ts4/256x256x256/f32")) == []
+def test_temporal_types_get_the_composed_octahedron():
+    case = parse_case("diamond_ts8/512x512x512/f32")
+    assert [c[0].split(":")[0] for c in matrix_candidates(case)] == ["octa"]
     with pytest.raises(ValueError):
-        render(parse_case("diamond_ts4/256x256x256/f32"))
+        render(case)
 
 
 def test_register_heavy_second_variants_are_not_offered():

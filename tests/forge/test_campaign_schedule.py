@@ -1,0 +1,61 @@
+"""benchmarks/forge_campaign.py --handwritten: which proposer a round gets. Over the shipped
+H200 campaign (fixtures/ledgers/h200_campaign.jsonl), a new campaign submits only hand-written
+candidates that ledger has not seen proposed for the case, then falls back to the levers."""
+import sys
+from pathlib import Path
+
+import pytest
+
+from ledger.transfer import import_ledger
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import forge_campaign  # noqa: E402
+
+LEVERS = object()
+
+
+@pytest.fixture
+def campaign_ledger(ledger):
+    import_ledger(ROOT / "fixtures" / "ledgers" / "h200_campaign.jsonl", "user:test")
+
+
+def subject(case: str, number: int, first: int = 2) -> str:
+    name, proposer = forge_campaign.scheduled(case, number, LEVERS, True, first)
+    return "levers" if proposer is LEVERS else (name, proposer.subject.split(":")[0])
+
+
+def test_untried_hand_written_candidates_come_first_then_the_levers(campaign_ledger):
+    # rows16 was gated on the H200 for star_1/512^3 f32; rows32 was not
+    assert subject("star_1/512x512x512/f32", 1, first=1) == ("external", "rows32")
+    # diamond_ts8 has only had levers rounds: the composed octahedron is next
+    assert subject("diamond_ts8/512x512x512/f32", 1, first=1) == ("external", "octa")
+    # star_4 f16 is offered rows16 alone, and it was gated: the levers go on
+    assert subject("star_4/512x512x512/f16", 1, first=1) == "levers"
+
+
+def test_round_one_stays_with_the_levers_by_default(ledger):
+    assert subject("star_1/512x512x512/f32", 1) == "levers"
+    assert subject("star_1/512x512x512/f32", 2) == ("external", "rows16")
+
+
+def test_the_generator_still_renders_the_gated_sources():
+    """The ledger knows a kernel by its source hash: every rows16 kernel the H200 campaign gated
+    is rendered byte for byte again, so a new campaign does not measure it twice."""
+    import hashlib
+    import json
+
+    from forge.handwritten import matrix_candidates
+    from measurement.harness.cases import parse_case
+
+    gated = {}
+    for line in (ROOT / "fixtures" / "ledgers" / "h200_campaign.jsonl").read_text().splitlines():
+        event = json.loads(line)
+        if event["type"] == "CandidateProposed" and event["payload"]["subject"].startswith("rows16"):
+            gated[event["payload"]["source_hash"]] = event["payload"]["subject"]
+    assert len(gated) == 33
+    rendered = {hashlib.sha256(c[3].encode()).hexdigest()
+                for case in json.loads((ROOT / "fixtures" / "matrices" / "gpu.json").read_text())["cases"]
+                for c in matrix_candidates(parse_case(case)) if c[0].startswith("rows16")}
+    assert set(gated) <= rendered
