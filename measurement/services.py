@@ -12,6 +12,7 @@ import os
 import time
 import uuid
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -217,10 +218,21 @@ def measure(
     say = progress or (lambda message: None)
     seed = int.from_bytes(os.urandom(8), "little") >> 12  # < 2**52: exact in JSON
     specs = check_plan(case, backend, seed)
-    say(f"checking the baselines on {len(specs)} fresh inputs")
-    session = run_isolated(baseline_session, (backend, case.id, specs), protocol.check_timeout)
-    if not session.ok:
-        raise MeasurementError(f"the {backend} backend is not usable here: {session.error}")
+    # Candidates and prior bests run alone in a child each: a crash costs only their verdict.
+    # Their checks and the baselines' run at the same time (nothing is timed yet); the judging
+    # waits for the straightforward kernel's errors, the floor every other variant is held to.
+    own_child = []
+    if candidate is not None:
+        own_child.append(Variant("candidate", candidate, "candidate"))
+    if prior_best is not None:
+        own_child.append(Variant("prior_best", prior_best, "prior_best"))
+    say(f"checking the baselines{''.join(f' and {v.name}' for v in own_child)} on {len(specs)} fresh inputs")
+    with ThreadPoolExecutor(max_workers=1 + len(own_child)) as pool:
+        checks = {v.name: pool.submit(_check, case, backend, v, specs, protocol.check_timeout) for v in own_child}
+        session = run_isolated(baseline_session, (backend, case.id, specs), protocol.check_timeout)
+        if not session.ok:
+            raise MeasurementError(f"the {backend} backend is not usable here: {session.error}")
+        checked = {name: future.result() for name, future in checks.items()}
     description, straightforward, baseline_runs = session.value
     reports: dict[str, VariantReport] = {}
     floors: dict[str, float] = {}
@@ -236,16 +248,9 @@ def measure(
                 raise MeasurementError(f"the harness's straightforward kernel failed its own checks: {correctness.detail}")
             floors = {check.label: check.error for check in correctness.checks}
         reports[name] = VariantReport(variant, description["precisions"].get(name, case.precision), correctness)
-    # Candidates and prior bests run alone in a child each: a crash costs only their verdict.
     # A candidate that fails its checks ends the measurement before anything is timed.
-    own_child = []
-    if candidate is not None:
-        own_child.append(Variant("candidate", candidate, "candidate"))
-    if prior_best is not None:
-        own_child.append(Variant("prior_best", prior_best, "prior_best"))
     for variant in own_child:
-        say(f"checking {variant.name} on {len(specs)} fresh inputs")
-        failure, runs = _check(case, backend, variant, specs, protocol.check_timeout)
+        failure, runs = checked[variant.name]
         correctness = failure if failure is not None else judge_checks(case, specs, runs, floors, references)
         reports[variant.name] = VariantReport(variant, case.precision, correctness)
         if variant.role == "candidate" and not correctness.correct:

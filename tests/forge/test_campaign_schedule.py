@@ -27,11 +27,21 @@ def subject(case: str, number: int, first: int = 2) -> str:
 
 
 def test_untried_hand_written_candidates_come_first_then_the_levers(campaign_ledger):
-    # rows16 was gated on the H200 for star_1/512^3 f32; rows32 was not
-    assert subject("star_1/512x512x512/f32", 1, first=1) == ("external", "rows32")
+    # rows16 was gated on the H200 for star_1/512^3 f32; tall16 and rows32 were not
+    assert subject("star_1/512x512x512/f32", 1, first=1) == ("external", "tall16")
+    # diamond_ts1 had rows16 and rows32 gated: tall16 is left
+    assert subject("diamond_ts1/512x512x512/f32", 1, first=1) == ("external", "tall16")
     # diamond_ts8 has only had levers rounds: the composed octahedron is next
     assert subject("diamond_ts8/512x512x512/f32", 1, first=1) == ("external", "octa")
-    # star_4 f16 is offered rows16 alone, and it was gated: the levers go on
+    # star_4 f16 is offered rows16 and tall16; with both gated the levers go on
+    assert subject("star_4/512x512x512/f16", 1, first=1) == ("external", "tall16")
+
+
+def test_the_levers_go_on_when_every_hand_written_candidate_was_gated(campaign_ledger, monkeypatch):
+    import forge.handwritten
+
+    offered = forge.handwritten.matrix_candidates
+    monkeypatch.setattr(forge.handwritten, "matrix_candidates", lambda case: offered(case)[:1])  # rows16 alone
     assert subject("star_4/512x512x512/f16", 1, first=1) == "levers"
 
 
