@@ -15,8 +15,23 @@ def _gpu_available() -> bool:
         return False
 
 
+DATABASE_FIXTURES = {"db", "transactional_db", "live_server"}  # pytest-django puts django_db_blocker in every closure
+
+
+def _uses_database(item) -> bool:
+    return item.get_closest_marker("django_db") is not None or bool(DATABASE_FIXTURES & set(item.fixturenames))
+
+
 def pytest_collection_modifyitems(config, items):
-    """Tests marked `gpu` run only where CuPy sees a CUDA device; elsewhere they are skipped."""
+    """Tests marked `gpu` run only where CuPy sees a CUDA device; elsewhere they are skipped.
+
+    With FORGESTENCIL_DATABASE_TESTS_ONLY=1 (the second, PostgreSQL pass of `./dev test`) the
+    tests that never touch a database are deselected: the first pass ran them, and a second
+    run against another database could not tell anything new."""
+    if os.environ.get("FORGESTENCIL_DATABASE_TESTS_ONLY") == "1":
+        kept = [item for item in items if _uses_database(item)]
+        config.hook.pytest_deselected(items=[item for item in items if not _uses_database(item)])
+        items[:] = kept
     gpu_items = [item for item in items if "gpu" in item.keywords]
     if not gpu_items or _gpu_available():
         return
