@@ -360,7 +360,8 @@ def diagnosis_cell(export: Export, case: str) -> str:
 
 def header(export: Export, command: str) -> list[str]:
     events = export.events
-    times = [datetime.fromisoformat(e["recorded_at"]) for e in events]
+    # an imported event keeps the time its first ledger recorded it (origin); the import's own time says nothing
+    times = [datetime.fromisoformat((e.get("origin") or e)["recorded_at"]) for e in events]
     span = (max(times) - min(times)).total_seconds() if times else 0.0
     d = export.description
     source = export.description_event
@@ -383,6 +384,10 @@ def header(export: Export, command: str) -> list[str]:
     campaigns = [s for s in export.view.started if s["backend"] == export.backend]
     ran = "; ".join(f"campaign `{s['campaign'][:8]}`: proposer {s['proposer']}, {len(s['cases'])} cases, "
                     f"up to {s['rounds_per_case']} rounds each" for s in campaigns)
+    proposers = Counter(e["payload"].get("proposer", "?") for e in events if e["type"] == "RoundStarted")
+    if ran and proposers:
+        ran += "; rounds by proposer: " + ", ".join(f"{name} {count}" for name, count in sorted(proposers.items())) + \
+            " (external: candidates submitted as `forge submit` does)"
     title = f"{d.get('device') or export.backend}"
     return [
         f"# Operator table: {export.matrix or 'no'} matrix on {title} ({export.backend})",
