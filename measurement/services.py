@@ -219,19 +219,24 @@ def measure(
     seed = int.from_bytes(os.urandom(8), "little") >> 12  # < 2**52: exact in JSON
     specs = check_plan(case, backend, seed)
     # Candidates and prior bests run alone in a child each: a crash costs only their verdict.
-    # Their checks and the baselines' run at the same time (nothing is timed yet); the judging
-    # waits for the straightforward kernel's errors, the floor every other variant is held to.
+    # On a GPU their checks and the baselines' run at the same time (nothing is timed yet); the
+    # judging waits for the straightforward kernel's errors, the floor every variant is held to.
     own_child = []
     if candidate is not None:
         own_child.append(Variant("candidate", candidate, "candidate"))
     if prior_best is not None:
         own_child.append(Variant("prior_best", prior_best, "prior_best"))
     say(f"checking the baselines{''.join(f' and {v.name}' for v in own_child)} on {len(specs)} fresh inputs")
-    with ThreadPoolExecutor(max_workers=1 + len(own_child)) as pool:
-        checks = {v.name: pool.submit(_check, case, backend, v, specs, protocol.check_timeout) for v in own_child}
+    # On the CPU the checks are the cores' work itself (OpenMP threads spin when two children
+    # share the cores): one child at a time there.
+    together = backend != "cpu"
+    with ThreadPoolExecutor(max_workers=max(1, len(own_child)) if together else 1) as pool:
+        checks = {v.name: pool.submit(_check, case, backend, v, specs, protocol.check_timeout) for v in own_child if together}
         session = run_isolated(baseline_session, (backend, case.id, specs), protocol.check_timeout)
         if not session.ok:
             raise MeasurementError(f"the {backend} backend is not usable here: {session.error}")
+        for variant in own_child:  # on the CPU: after the baselines, one after the other
+            checks.setdefault(variant.name, pool.submit(_check, case, backend, variant, specs, protocol.check_timeout))
         checked = {name: future.result() for name, future in checks.items()}
     description, straightforward, baseline_runs = session.value
     reports: dict[str, VariantReport] = {}
