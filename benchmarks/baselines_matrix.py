@@ -10,8 +10,8 @@ the same timing child measured. Then the repeatability probe: one `measure` of a
 straightforward kernel also entered as the candidate (identical source, two variants timed in
 the same interleaved passes), reporting the difference of the two medians (target <= 1%).
 
-It needs Django and an initialised ledger: it sets FORGESTENCIL_VAR_DIR to a fresh temporary
-folder unless one is set, runs `manage.py migrate` and `ledger.services.initialise_ledger`,
+It needs Django and an initialised ledger: it sets FORGESTENCIL_VAR_DIR to a fresh
+folder (benchmarks/scratch_ledger.py), runs `manage.py migrate` and `ledger.services.initialise_ledger`,
 and records every BaselinesMeasured event there (the ledger itself is thrown away).
 
 On the device machine (docs/gpu.md), in one call of at most 10 minutes; with --deadline the

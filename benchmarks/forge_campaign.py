@@ -2,7 +2,7 @@
 """A forging campaign in a fresh scratch ledger, shipped as that ledger's export, and the table
 generated from the export (never typed by hand).
 
-Run mode: a fresh ledger (FORGESTENCIL_VAR_DIR defaults to a new temporary folder), the matrix
+Run mode: a fresh ledger (a new folder, benchmarks/scratch_ledger.py), the matrix
 loaded (`CaseDefined`), one campaign over --cases with the levers proposer, rounds taken
 round-robin over the cases (so a deadline cuts every case short evenly, not the last ones
 entirely) in this process, and the whole ledger exported to --out after every round:

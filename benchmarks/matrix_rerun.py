@@ -26,9 +26,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import os
 import sys
-import tempfile
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -47,12 +45,6 @@ def utc_now() -> str:
 
 
 def run(options: argparse.Namespace) -> int:
-    # Always a ledger of its own, even inside a FORGESTENCIL_VAR_DIR that another script of the
-    # same shell already used (scripts/device_env.sh exports one): the import must not meet the
-    # campaign's own ledger there.
-    parent = os.environ.get("FORGESTENCIL_VAR_DIR")
-    os.environ["FORGESTENCIL_VAR_DIR"] = tempfile.mkdtemp(prefix="forgestencil-matrix-rerun-",
-                                                          dir=parent if parent and os.path.isdir(parent) else None)
     scratch_ledger.setup_django("matrix-rerun")
     from ledger.services import initialise_ledger
     from ledger.transfer import import_ledger

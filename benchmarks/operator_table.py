@@ -166,11 +166,13 @@ class Export:
 
 def load(path: Path, matrix: str | None = None, backend: str | None = None, verify: bool = True) -> Export:
     verified = "not verified (--unverified)"
-    if verify:
+    if verify:  # one read: the verifier keeps the records it checked
         with path.open(encoding="utf-8") as handle:
-            summary = verify_export(handle)  # raises ExportError naming the first bad line
+            summary = verify_export(handle, keep_events=True)  # raises ExportError naming the first bad line
         verified = f"hash chain verified by `ledger.verify_export` ({summary.events} events, head `{summary.head_hash[:16]}`)"
-    events = scratch_ledger.read_export(path)
+        events = summary.events_list
+    else:
+        events = scratch_ledger.read_export(path)
     backend = backend or default_backend(events)
     defined: dict[str, dict] = {}
     matrices: list[str] = []

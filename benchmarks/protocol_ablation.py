@@ -2,7 +2,7 @@
 """Protocol ablations in a fresh scratch ledger, shipped as that ledger's export, and the tables
 generated from the export (never typed by hand).
 
-Run mode: a fresh ledger (FORGESTENCIL_VAR_DIR defaults to a new temporary folder), then
+Run mode: a fresh ledger (a new folder, benchmarks/scratch_ledger.py), then
 `appgate.protocol_ablation.ablate_case` for each --case (subject: --source/--launch, else the
 straightforward kernel) with the canonical protocol unless --passes/--launches shorten it, and
 `ablate_app` for each --app (a manifest, a bundled app's name, or `demo`: the small smoothing

@@ -1,6 +1,10 @@
-"""A throw-away ledger for a benchmark run: a fresh FORGESTENCIL_VAR_DIR (unless one is set),
-migrated, with Django set up, so a benchmark records real events without touching any other
-ledger (what it keeps, it exports)."""
+"""A throw-away ledger for a benchmark run: a fresh var folder, migrated, with Django set up, so
+a benchmark records real events without touching any other ledger (what it keeps, it exports).
+
+The folder is new for every run, inside FORGESTENCIL_VAR_DIR when that names a folder (the
+device machine's scripts/device_env.sh exports one for the whole shell): two benchmarks of one
+shell must not share a ledger, or the second would find the first's ledger and refuse to import
+its export. A benchmark that means to reuse a ledger passes `var_dir`."""
 from __future__ import annotations
 
 import os
@@ -12,8 +16,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def setup_django(prefix: str) -> None:
-    os.environ.setdefault("FORGESTENCIL_VAR_DIR", tempfile.mkdtemp(prefix=f"forgestencil-{prefix}-"))
+def setup_django(prefix: str, var_dir: str | None = None) -> None:
+    parent = os.environ.get("FORGESTENCIL_VAR_DIR")
+    os.environ["FORGESTENCIL_VAR_DIR"] = var_dir or tempfile.mkdtemp(
+        prefix=f"forgestencil-{prefix}-", dir=parent if parent and os.path.isdir(parent) else None)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     sys.path.insert(0, str(ROOT))
     subprocess.run([sys.executable, str(ROOT / "manage.py"), "migrate", "--noinput", "-v", "0"], check=True, cwd=ROOT)

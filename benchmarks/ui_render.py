@@ -334,15 +334,13 @@ def parse_args(argv=None):
 def main(argv=None) -> int:
     args = parse_args(argv)
     command = "benchmarks/ui_render.py " + shlex.join(sys.argv[1:] if argv is None else argv)
-    if args.var_dir:
-        os.environ["FORGESTENCIL_VAR_DIR"] = args.var_dir
     # Served as in production: DEBUG off (no query log, no debug templates); the test client's host.
     os.environ["DEBUG"] = "false"
     os.environ.setdefault("SECRET_KEY", "ui-render-benchmark-" + uuid.uuid4().hex)
     os.environ["ALLOWED_HOSTS"] = "testserver"
     import scratch_ledger  # beside this file
 
-    scratch_ledger.setup_django("ui-render")
+    scratch_ledger.setup_django("ui-render", args.var_dir)
     log(f"ledger in {os.environ['FORGESTENCIL_VAR_DIR']}")
     if event_count() == 0:
         seed()

@@ -86,9 +86,8 @@ def emulate(case: Case, source: str, launch: dict, inputs: dict[str, np.ndarray]
         if name != "y":
             view[...] = inputs[name]
         arrays[name] = (full, view)
-
-    arrays["y"][1][...] = np.nan
-    before = arrays["y"][0].copy()
+    if not misalign:  # else the "vector path" run would quietly take the scalar one
+        assert all(view.ctypes.data % 16 == 0 for _, view in arrays.values()), "numpy gave an array not 16-byte aligned"
     grid, block, _ = cuda_launch_geometry(case, launch)
     nz, ny, nx = (1, *case.shape) if len(case.shape) == 2 else case.shape
     coef = np.ascontiguousarray(coefficients, dtype=np.float64)
@@ -100,8 +99,6 @@ def emulate(case: Case, source: str, launch: dict, inputs: dict[str, np.ndarray]
                         ctypes.c_int(nx))
 
     full, view = arrays["y"]
-    written_outside = ~np.isnan(full) & np.isnan(before)
-    written_outside[pad : pad + case.points] = False
-    if written_outside.any():
+    if not (np.isnan(full[:pad]).all() and np.isnan(full[pad + case.points :]).all()):
         raise AssertionError("the kernel wrote into the padding around y")
     return view.copy(), ~np.isnan(view)
