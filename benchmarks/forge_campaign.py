@@ -167,7 +167,7 @@ def read_campaign(events: list[dict]) -> CampaignView:
         elif e["type"] == "RoundStarted":
             rounds[p["round"]] = {"round": p["round"], "number": p["number"], "case": p["case"],
                                   "branch": p.get("branch", "main"), "proposer": p.get("proposer"),
-                                  "backend": p.get("backend")}
+                                  "backend": p.get("backend"), "campaign": p.get("campaign")}
             view.per_case[p["case"]].append(rounds[p["round"]])
         elif e["type"] == "CandidateProposed" and p["round"] in rounds:
             rounds[p["round"]].update(subject=p["subject"], hypothesis=p.get("hypothesis"),

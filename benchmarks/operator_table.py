@@ -282,7 +282,16 @@ def kernel_cell(export: Export, verdict: dict) -> str:
         hypothesis = (measured.get("hypothesis") or "").split(". ")[0][:60]
         return f"submitted to the gate without a round{f' ({hypothesis})' if hypothesis else ''} · {digest}"
     via = "" if r.get("verdict_event") == verdict["event_id"] else " (branch head, admitted by its resolution)"
-    return f"{r.get('subject', '?')} (round {r['number']}{'B' if r['branch'] != 'main' else ''}){via} · {r.get('proposer') or '?'} · {digest}"
+    return f"{r.get('subject', '?')} ({round_label(export, r)}){via} · {r.get('proposer') or '?'} · {digest}"
+
+
+def round_label(export: Export, r: dict) -> str:
+    """`round 2` (`2B` on a branch), and the campaign's id where the export holds several: round
+    numbers restart in each campaign."""
+    label = f"round {r['number']}{'B' if r['branch'] != 'main' else ''}"
+    if len(export.view.started) > 1:
+        label += f" of campaign `{(r.get('campaign') or '?')[:8]}`"
+    return label
 
 
 def usable(variant: dict) -> bool:
@@ -347,14 +356,16 @@ def diagnosis_cell(export: Export, case: str) -> str:
         current = (export.results.get(case) or Result(case)).payload.get("candidate_source_hash")
         other = f" (sealed for `{sealed['source_hash'][:12]}`, not the current kernel)" if current != sealed["source_hash"] else ""
         return f"sealed: {sealed['diagnosis']}{other}"
-    planned = view.planned.get(case)
-    if planned and planned.get("backend") == export.backend and planned.get("borrowed_diagnosis"):
-        return f"planned (borrowed from {planned['borrowed_from']}): {planned['borrowed_diagnosis']}"
+    parts = []
     rounds = [r for r in view.per_case.get(case, []) if r.get("perf") and r.get("backend") == export.backend]
     if rounds:
         perf = rounds[-1]["perf"]
-        return f"not sealed; last perf log (round {rounds[-1]['number']}): {perf['change']}: {perf['measurement']}"
-    return "–"
+        parts.append(f"not sealed; last perf log ({round_label(export, rounds[-1])}): {perf['change']}: {perf['measurement']}")
+    planned = view.planned.get(case)
+    if planned and planned.get("backend") == export.backend and planned.get("borrowed_diagnosis"):
+        # the case's own perf log, where it has one, is the better diagnosis; the plan says what the loop borrowed
+        parts.append(f"planned (borrowed from {planned['borrowed_from']}): {planned['borrowed_diagnosis']}")
+    return "; ".join(parts) or "–"
 
 
 # ---------------------------------------------------------------- the table
@@ -552,6 +563,9 @@ def summary(export: Export, mach: Machine) -> list[str]:
             achieved = d["flops"] / result.payload["candidate_median"]
             text += (f"{achieved / 1e9:,.0f} GFLOP/s, {achieved / mach.peak:.1%} of the FP32 peak; "
                      f"{result.speedup:.2f}x over the bound ({result.status}).")
+            if achieved > mach.peak:
+                text += (" Over 100%: CaseDefined counts every offset's multiply-add, and the kernel executes fewer "
+                         "(it sums symmetric offsets before their shared coefficient multiplies).")
         else:
             text += f"no standing result ({result.status})."
         lines.append(text)
@@ -594,11 +608,17 @@ def rounds_section(export: Export) -> list[str]:
         return lines + ["No forging round in the export.", ""]
     lines += ["Each round: number (`B` = started on a branch), subject, speedup over the bound as the gate measured it, "
               "outcome. Branch resolutions (the head measured against the main line) follow the rounds.", ""]
+    several = len(view.started) > 1
+    if several:
+        lines[-2] += " Round numbers restart in each campaign, whose id opens its rounds."
     for case in cases:
         cells = []
+        campaign = None
         for r in view.per_case[case]:
             speed = f"{r['speedup']:.2f}x" if r.get("speedup") is not None else "–"
-            cells.append(f"{r['number']}{'B' if r['branch'] != 'main' else ''}: {r.get('subject', '?').split(':')[0]} "
+            opening = f"campaign `{(r.get('campaign') or '?')[:8]}`, " if several and r.get("campaign") != campaign else ""
+            campaign = r.get("campaign")
+            cells.append(f"{opening}{r['number']}{'B' if r['branch'] != 'main' else ''}: {r.get('subject', '?').split(':')[0]} "
                          f"{speed} {outcome(r, view)}")
         ends = [b for b in view.branch_ends.values() if b["case"] == case and b.get("round") is None]
         cells += [f"{b['branch']} {b['type'].removeprefix('Branch').lower()}: {b['reason']}" for b in ends]
@@ -629,7 +649,7 @@ def refuted_section(export: Export) -> list[str]:
             fraction = perf.get("fraction_of_copy")
             why = ", ".join(r.get("reasons") or []) or r.get("state", "?")
             tags = ", ".join(r.get("lever_tags") or [])
-            text = (f"{case} round {r['number']}: tried `{r.get('subject', '?')}`" + (f" ({tags})" if tags else "")
+            text = (f"{case} {round_label(export, r)}: tried `{r.get('subject', '?')}`" + (f" ({tags})" if tags else "")
                     + f"; measured {measured}" + (f", {fraction:.0%} of copy" if fraction is not None else "") + f"; rejected: {why}")
             if r["end"] == "RoundReverted":
                 refuted.append(text + " (reverted)")

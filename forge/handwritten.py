@@ -32,7 +32,7 @@ from measurement.harness.cases import Case
 from measurement.harness.codegen import acc_type, composed_star1_polynomials, cuda_type
 
 VECTOR_BYTES = 16
-VECTOR_TYPE = {"f32": "float4", "f64": "double2", "f16": "uint4"}
+VECTOR_TYPE = {("f32", 16): "float4", ("f64", 16): "double2", ("f16", 16): "uint4", ("f32", 8): "float2", ("f16", 8): "uint2"}
 THREADS_WANTED = 1 << 17  # about the H200's resident threads at ~64 registers (132 SMs x 1024)
 
 
@@ -46,25 +46,26 @@ def default_chunk(case: Case, nv: int) -> int:
     return chunk
 
 
-def render(case: Case, nv: int = 1, by: int = 8, chunk: int | None = None) -> tuple[str, dict, str]:
+def render(case: Case, nv: int = 1, by: int = 8, chunk: int | None = None,
+           vector_bytes: int = VECTOR_BYTES) -> tuple[str, dict, str]:
     stencil = case.stencil
     if stencil.time_steps != 1:
         raise ValueError(f"{case.type}: the plane-queue design is for one application (T = 1), not {stencil.time_steps}"
                          " (render_temporal is for T > 1)")
     chunk = chunk or default_chunk(case, nv)
-    vw = VECTOR_BYTES // case.dtype.itemsize
+    vw = vector_bytes // case.dtype.itemsize
     v = vw * nv
     three = stencil.dims == 3
     comment = [
         f"/* Hand-written H200 candidate for {case.id} (forge/handwritten.py): {v} x-points per thread in",
-        f" * {nv} x 16-byte vectors, {chunk} {'planes (z)' if three else 'rows (y)'} per thread through a register queue of",
+        f" * {nv} x {vector_bytes}-byte vectors, {chunk} {'planes (z)' if three else 'rows (y)'} per thread through a register queue of",
         f" * {2 * stencil.radius + 1} partial outputs, one in-plane orbit-sum per plane distance. Any shape: odd extents or",
         " * unaligned arrays take per-lane scalar loads and stores. */",
     ]
     if by != 8:  # the launch is not in the source: say it, so the ledger (keyed by source) tells them apart
         comment.append(f"/* Launched with {by}-row blocks (32 x {by} threads). */")
     setup = [f"    const acc_t c{k} = (acc_t)coef[{k}];" for k in range(len(stencil.classes))]
-    source = _marching_kernel(case, v, vw, chunk, comment, [], setup, _plane_body(case, _plane_plan(case), v, "        "))
+    source = _marching_kernel(case, v, vw, chunk, comment, [], setup, _plane_body(case, _plane_plan(case), v, vw, "        "))
     hypothesis = (
         f"{case.id}: 16-byte row loads ({v} x-points per thread) and a {2 * stencil.radius + 1}-deep register queue marching "
         f"{chunk} {'planes' if three else 'rows'} cut the load instructions per point and read each input plane once; "
@@ -145,7 +146,7 @@ def _marching_kernel(case: Case, v: int, vw: int, chunk: int, comment: list[str]
         "#include <cuda_fp16.h>" if case.precision == "f16" else None,
         f"typedef {cuda_type(case.precision)} elem_t;",
         f"typedef {acc_type(case.precision)} acc_t;",
-        *_vector_helpers(case.precision, vw),
+        *_vector_helpers(case.precision, vw, vw * case.dtype.itemsize),
         *file_scope,
         'extern "C" __global__ void stencil(const elem_t* __restrict__ u, const elem_t* __restrict__ a,',
         "                                   elem_t* __restrict__ y, const double* __restrict__ coef,",
@@ -175,7 +176,7 @@ def _marching_kernel(case: Case, v: int, vw: int, chunk: int, comment: list[str]
     lines += [
         "    if (kb >= ke) return;",
         "    const bool vec = (nx % V == 0) && ((((unsigned long long)u | (unsigned long long)y"
-        + (" | (unsigned long long)a" if stencil.variable_coefficient else "") + ") & 15) == 0);",
+        + (" | (unsigned long long)a" if stencil.variable_coefficient else "") + f") & {vw * case.dtype.itemsize - 1}) == 0);",
         "    acc_t q[2 * R + 1][V];",
         "#pragma unroll",
         "    for (int s = 0; s < 2 * R + 1; ++s)",
@@ -187,7 +188,7 @@ def _marching_kernel(case: Case, v: int, vw: int, chunk: int, comment: list[str]
         *body,
         "        if (k - R >= kb) {",
         "            const long out = (long)(k - R) * sk + rowbase;",
-        *_store(case, v, "            "),
+        *_store(case, v, vw, "            "),
         "        }",
         "#pragma unroll",
         "        for (int s = 0; s < 2 * R; ++s)",
@@ -227,8 +228,8 @@ def _rows_needed(plan: dict) -> dict[int, set[int]]:
     return rows
 
 
-def _vector_helpers(precision: str, vw: int) -> list[str]:
-    vtype = VECTOR_TYPE[precision]
+def _vector_helpers(precision: str, vw: int, vector_bytes: int) -> list[str]:
+    vtype = VECTOR_TYPE[precision, vector_bytes]
     if precision == "f16":
         load = [
             f"    const {vtype} v = *reinterpret_cast<const {vtype}*>(p);",
@@ -283,16 +284,15 @@ def _row_load(row: str, offset: str, lo: int, hi: int, pad: int, pad_name: str, 
     return out
 
 
-def _plane_body(case: Case, plan: dict, v: int, indent: str) -> list[str]:
+def _plane_body(case: Case, plan: dict, v: int, vw: int, indent: str) -> list[str]:
     """Load plane k's needed rows, then add its orbit sums into the queue."""
     rows = _rows_needed(plan)
     r = case.stencil.radius
-    vw = VECTOR_BYTES // case.dtype.itemsize
     out: list[str] = []
     for dy in sorted(rows):
         lo, hi = min(min(rows[dy]), 0), max(max(rows[dy]), 0)
         if -lo > vw or hi > vw:
-            raise ValueError(f"{case.type}: an x halo of {max(-lo, hi)} exceeds one {VECTOR_BYTES}-byte vector")
+            raise ValueError(f"{case.type}: an x halo of {max(-lo, hi)} exceeds a {vw}-lane vector")
         row = f"r{_name(dy)}"
         offset = f"base + ({dy}L) * nx" if case.stencil.dims == 3 and dy else "base"
         out += [f"{indent}acc_t {row}[V + 2 * R];", *_row_load(row, offset, lo, hi, r, "R", v, vw, indent)]
@@ -336,8 +336,7 @@ def _temporal_body(case: Case, index: dict, v: int, indent: str) -> list[str]:
     return out
 
 
-def _store(case: Case, v: int, indent: str) -> list[str]:
-    vw = VECTOR_BYTES // case.dtype.itemsize
+def _store(case: Case, v: int, vw: int, indent: str) -> list[str]:
     varcoef = case.stencil.variable_coefficient
     out = []
     if varcoef:
@@ -362,29 +361,38 @@ def _name(dy: int) -> str:
 def matrix_candidates(case: Case) -> list[tuple[str, dict, str, str]]:
     """The candidates submitted for a case, in order: (subject, launch, hypothesis, source).
 
-    Each later one changes one thing of rows16: `tall16` launches 16-row blocks (a block re-reads
-    the 2R halo rows of every plane from L2: 2R/8 of its rows with 8-row blocks, 100% for
-    star_4); `rows32` holds two vectors per thread (more bytes in flight), offered only while the
-    lanes held per row stay small (V (2R+1) <= 48: star_4 and box_2 in f16 would spill registers). Temporal types (T > 1) get `octa`, the composed octahedron through
-    the plane queue (render_temporal)."""
+    `rows16`, then two one-change variants of it, each aimed at a bottleneck measured on the
+    H200 (docs/benchmarks/ncu/, docs/forge.md):
+
+    * `rows8`: 8-byte vectors (half the x-points per thread). The queue of 2R+1 partial outputs
+      holds V registers each, so rows16 needs 64 registers a thread in f16 (star_1) and 94-168
+      for star_4, which caps the resident warps (ncu: 50% theoretical occupancy for star_1 f16,
+      52% of the DRAM bandwidth). Offered where the x halo fits one narrower vector (R <= lanes)
+      and it is narrower at all (not f64: one double).
+    * `short4`: 4-row blocks. A block of a register-heavy kernel fills the register file in
+      coarse steps; half-size blocks leave fewer registers idle.
+
+    The other one-parameter changes (16- or 32-row blocks, two vectors per thread, 2-4x longer
+    or shorter chunks) were slower or within 2.5% of rows16 on all 17 cases of the H200 sweep
+    (docs/benchmarks/handwritten_sweep_h200.json), so they are not offered. Temporal types
+    (T > 1) get `octa`, the composed octahedron through the plane queue (render_temporal)."""
     if case.stencil.time_steps != 1:
         source, launch, hypothesis = render_temporal(case)
         return [(f"octa: hand-written composed octahedron, pair sums, {launch['tile'][0] // 32} x-points per thread",
                  launch, hypothesis, source)]
-    vw = VECTOR_BYTES // case.dtype.itemsize
     chunk = default_chunk(case, 1)
-    made = []
-    for nv, label in ((1, "rows16"), (2, "rows32")):
-        if nv == 2 and nv * vw * (2 * case.stencil.radius + 1) > 48:
-            continue
-        source, launch, hypothesis = render(case, nv=nv, chunk=chunk)
-        if nv == 2:
-            hypothesis = (f"{case.id}: one change from rows16: two 16-byte vectors per thread row ({launch['tile'][0] // 32} "
-                          "x-points), twice the bytes in flight per thread and half the x-halo loads per point.")
-        made.append((f"{label}: hand-written plane queue, {launch['tile'][0] // 32} x-points per thread", launch, hypothesis, source))
-    source, launch, _ = render(case, nv=1, by=16, chunk=chunk)
-    hypothesis = (f"{case.id}: one change from rows16: 16-row blocks instead of 8, so the {2 * case.stencil.radius} halo rows "
-                  "a block reads from L2 for every plane are spread over twice the output rows; gains if L2 traffic, "
-                  "not DRAM, limits rows16.")
-    made.insert(1, ("tall16: hand-written plane queue, 16-row blocks", launch, hypothesis, source))
+    source, launch, hypothesis = render(case, chunk=chunk)
+    made = [(f"rows16: hand-written plane queue, {launch['tile'][0] // 32} x-points per thread", launch, hypothesis, source)]
+    if case.precision != "f64" and case.stencil.halo <= 8 // case.dtype.itemsize:
+        source, launch, _ = render(case, chunk=chunk, vector_bytes=8)
+        hypothesis = (f"{case.id}: one change from rows16: 8-byte vectors ({launch['tile'][0] // 32} x-points per thread), "
+                      f"so the {2 * case.stencil.radius + 1}-deep queue and the rows take half the registers and twice "
+                      "the warps stay resident; gains if occupancy, not DRAM, limits rows16 (docs/benchmarks/ncu/).")
+        made.append((f"rows8: hand-written plane queue, 8-byte vectors, {launch['tile'][0] // 32} x-points per thread",
+                     launch, hypothesis, source))
+    source, launch, _ = render(case, by=4, chunk=chunk)
+    hypothesis = (f"{case.id}: one change from rows16: 4-row blocks instead of 8, so a block of this register-heavy "
+                  "kernel takes half the registers and the SM packs more warps; gains if too few warps are resident "
+                  "to keep enough loads in flight (docs/benchmarks/handwritten_sweep_h200.json).")
+    made.append(("short4: hand-written plane queue, 4-row blocks", launch, hypothesis, source))
     return made

@@ -36,6 +36,7 @@ static dim3 blockIdx, threadIdx, blockDim;
 struct float2 { float x, y; };
 struct float4 { float x, y, z, w; };
 struct double2 { double x, y; };
+struct uint2 { unsigned x, y; };
 struct uint4 { unsigned x, y, z, w; };
 typedef _Float16 __half;
 struct __half2 { __half x, y; };

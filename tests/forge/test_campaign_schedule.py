@@ -27,14 +27,16 @@ def subject(case: str, number: int, first: int = 2) -> str:
 
 
 def test_untried_hand_written_candidates_come_first_then_the_levers(campaign_ledger):
-    # rows16 was gated on the H200 for star_1/512^3 f32; tall16 and rows32 were not
-    assert subject("star_1/512x512x512/f32", 1, first=1) == ("external", "tall16")
-    # diamond_ts1 had rows16 and rows32 gated: tall16 is left
-    assert subject("diamond_ts1/512x512x512/f32", 1, first=1) == ("external", "tall16")
-    # diamond_ts8 has only had levers rounds: the composed octahedron is next
-    assert subject("diamond_ts8/512x512x512/f32", 1, first=1) == ("external", "octa")
-    # star_4 f16 is offered rows16 and tall16; with both gated the levers go on
-    assert subject("star_4/512x512x512/f16", 1, first=1) == ("external", "tall16")
+    # star_1/512^3 f32: rows16 gated on the H200; rows8 and short4 were not
+    assert subject("star_1/512x512x512/f32", 1, first=1) == ("external", "rows8")
+    # star_1/512^3 f16: rows16, rows8 and short4 all gated: the levers go on
+    assert subject("star_1/512x512x512/f16", 1, first=1) == "levers"
+    # star_4/512^3 f32: no rows8 (its x halo of 4 is wider than a 2-lane vector); short4 gated
+    assert subject("star_4/512x512x512/f32", 1, first=1) == "levers"
+    # star_1 f64: no rows8 (one double per 8 bytes); short4 is next
+    assert subject("star_1/512x512x512/f64", 1, first=1) == ("external", "short4")
+    # diamond_ts8: its composed octahedron was gated; the levers go on
+    assert subject("diamond_ts8/512x512x512/f32", 1, first=1) == "levers"
 
 
 def test_the_levers_go_on_when_every_hand_written_candidate_was_gated(campaign_ledger, monkeypatch):
@@ -42,7 +44,7 @@ def test_the_levers_go_on_when_every_hand_written_candidate_was_gated(campaign_l
 
     offered = forge.handwritten.matrix_candidates
     monkeypatch.setattr(forge.handwritten, "matrix_candidates", lambda case: offered(case)[:1])  # rows16 alone
-    assert subject("star_4/512x512x512/f16", 1, first=1) == "levers"
+    assert subject("star_1/512x512x512/f32", 1, first=1) == "levers"
 
 
 def test_round_one_stays_with_the_levers_by_default(ledger):

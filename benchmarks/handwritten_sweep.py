@@ -1,0 +1,135 @@
+#!/usr/bin/env python
+"""Which launch parameter of the hand-written plane-queue kernel (forge/handwritten.py) limits a
+case: block height, planes per thread, vectors per thread, each changed alone from rows16.
+
+The gate admits one change per round at 10 s a case; this sweep times every one-parameter
+variant of a case in one process (interleaved passes, L2 flushed before each launch, the
+straightforward kernel beside them) in about as long, so the next round submits the change the
+sweep points at and the refuted directions are on record (the JSON keeps every variant).
+Correctness here is only the relative difference from the straightforward kernel's output on
+the same inputs (a variant that differs is reported, not timed); the gate does the real checks.
+
+On the device machine (docs/gpu.md):
+
+    source scripts/device_env.sh && python3 benchmarks/handwritten_sweep.py \\
+        --cases star_4/512x512x512/f32,box_1/512x512x512/f32 --out $OUT/handwritten_sweep_h200.json
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from forge.handwritten import VECTOR_BYTES, default_chunk, render  # noqa: E402
+from measurement.harness.cases import parse_case  # noqa: E402
+
+# Worse than this relative difference from the straightforward kernel: not timed (f16 is
+# compared after both round to half, so it gets the half-precision spacing).
+AGREEMENT = {"f16": 2e-3, "f32": 1e-5, "f64": 1e-12}
+
+
+def variants(case) -> list[tuple[str, dict]]:
+    """rows16 (8-row blocks, default chunk, one vector), then each parameter changed alone."""
+    chunk = default_chunk(case, 1)
+    base = {"nv": 1, "by": 8, "chunk": chunk}
+    changes = [("rows16", {})]
+    changes += [(f"by={by}", {"by": by}) for by in (4, 16, 32)]
+    changes += [(f"chunk={c}", {"chunk": c}) for c in (chunk // 4, chunk // 2, chunk * 2) if c >= 1]
+    changes += [("nv=2", {"nv": 2}), ("nv=2,by=4", {"nv": 2, "by": 4})]
+    return [(label, {**base, **change}) for label, change in changes]
+
+
+def sweep_case(backend, case_id: str, passes: int, launches: int) -> dict:
+    import numpy as np
+
+    from measurement.backends.base import Kernel, Variant
+    from measurement.harness.oracle import make_inputs, relative_error
+
+    case = parse_case(case_id)
+    began = time.perf_counter()
+    buffers = backend.allocate(case, make_inputs(case, 1))
+    coef = backend.coefficients(case.coefficients())
+    prepared = {"straightforward": backend.prepare(case, Variant("straightforward"))}
+    parameters: dict = {"straightforward": None}
+    reference = None
+    rejected = {}
+    for label, params in [("straightforward", None), *variants(case)]:
+        try:
+            if params is not None:
+                source, launch, _ = render(case, **params)
+                prepared[label] = backend.prepare(case, Variant(label, Kernel(source, launch), "candidate"))
+            buffers.poison_output()
+            prepared[label].run(buffers, coef)
+            backend.synchronize()
+            output = np.asarray(buffers.output(), dtype=np.float64)[case.region]
+        except Exception as error:  # a compile error, a launch over the register file, a stray write
+            if params is None:
+                raise
+            rejected[label] = {"parameters": params, "error": str(error)[:300]}
+            prepared.pop(label, None)
+            continue
+        if reference is None:
+            reference = output
+            continue
+        difference = relative_error(output, reference)
+        if not difference <= AGREEMENT[case.precision]:
+            rejected[label] = {"parameters": params, "error": f"differs from straightforward by {difference:.3g}"}
+            prepared.pop(label)
+            continue
+        parameters[label] = params
+    names = list(prepared)
+    samples = {name: [] for name in names}
+    copy = []
+    for index in range(passes):
+        copy.append(backend.copy_bandwidth(case.points * case.dtype.itemsize))
+        shift = index % len(names)
+        for name in names[shift:] + names[:shift]:
+            samples[name] += backend.time_launches(prepared[name], buffers, coef, launches, True)
+    copy_bandwidth = max(copy)
+    medians = {name: statistics.median(values) for name, values in samples.items()}
+    rows = {
+        name: {
+            "parameters": parameters[name],
+            "median_ms": round(medians[name] * 1e3, 5),
+            "percent_of_copy": round(100 * case.compulsory_bytes / medians[name] / copy_bandwidth, 1),
+            "x_straightforward": round(medians["straightforward"] / medians[name], 3),
+            "x_rows16": round(medians["rows16"] / medians[name], 3) if "rows16" in medians else None,
+            "samples_ms": [round(s * 1e3, 5) for s in samples[name]],
+        }
+        for name in names
+    }
+    best = min((n for n in names if n != "straightforward"), key=medians.get, default=None)
+    return {"case": case_id, "copy_bandwidth_bytes_per_s": copy_bandwidth, "vector_bytes": VECTOR_BYTES,
+            "variants": rows, "rejected": rejected, "best": best, "seconds": round(time.perf_counter() - began, 1)}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cases", required=True, help="comma-separated case ids (T = 1 types)")
+    parser.add_argument("--passes", type=int, default=5)
+    parser.add_argument("--launches", type=int, default=10)
+    parser.add_argument("--out", required=True)
+    options = parser.parse_args()
+    from measurement.backends import get_backend
+
+    backend = get_backend("cuda")
+    result = {"command": " ".join(sys.argv), "backend": backend.describe(), "passes": options.passes,
+              "launches": options.launches, "cases": []}
+    for case_id in options.cases.split(","):
+        row = sweep_case(backend, case_id, options.passes, options.launches)
+        result["cases"].append(row)
+        best = row["variants"].get(row["best"], {})
+        print(f"{case_id}: best {row['best']} {best.get('percent_of_copy')}% of copy, "
+              f"{best.get('x_rows16')}x rows16 [{row['seconds']} s]", file=sys.stderr, flush=True)
+        Path(options.out).write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
