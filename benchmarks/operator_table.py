@@ -240,6 +240,21 @@ def classify(export: Export, mach: Machine, case: str) -> str:
     return "memory-bound" if ai < mach.balance else "compute-bound"
 
 
+def roofline_ceiling(export: Export, mach: Machine, case: str, result: "Result") -> float | None:
+    """The speedup over the measured bound that a kernel would reach at the roofline: the
+    compulsory bytes at the copy bandwidth measured in the admitting run, or the CaseDefined
+    flops at the FP32 peak, whichever takes longer. It says how far a target is reachable at all
+    over this bound on this machine, before any kernel is judged against it."""
+    d = export.defined.get(case)
+    p = result.payload if result.verdict is not None else {}
+    bound = (p.get("bound") or {}).get("median")
+    copy = export.by_id.get(p.get("measurement") or "", {}).get("payload", {}).get("copy_bandwidth")
+    if not (d and bound and copy):
+        return None
+    floor = max(d["compulsory_bytes"] / copy, d["flops"] / mach.peak if mach.peak else 0.0)
+    return bound / floor
+
+
 def precision_of(export: Export, case: str) -> str:
     return (export.defined.get(case) or {}).get("precision") or case.rsplit("/", 1)[-1]
 
@@ -436,11 +451,13 @@ def case_table(export: Export, mach: Machine) -> list[str]:
         "that the same timing child measured. `× baseline`: that baseline's median / the candidate's median, both from that "
         "same CandidateMeasured (a precision in brackets where the baseline computes in another precision than the case; "
         "✗ = not usable). Over the bound: the gate's speedup over the fastest usable baseline with its 95% bootstrap CI. "
+        "Roofline ceiling: the bound's median / the roofline time (compulsory bytes at that run's copy bandwidth or "
+        "CaseDefined flops at the FP32 peak, whichever is longer), the most any kernel could gain over that bound. "
         "flop/byte: CaseDefined flops / compulsory bytes, against the machine balance of the summary.",
         "",
         "| case | status | kernel | median | % of copy BW (copy BW) | " + " | ".join(f"× {n}" for n in names)
-        + " | over the bound [95% CI] | precision | flop/byte · class | diagnosis |",
-        "|" + "---|" * (9 + len(names)),
+        + " | over the bound [95% CI] | roofline ceiling | precision | flop/byte · class | diagnosis |",
+        "|" + "---|" * (10 + len(names)),
     ]
     for case in export.cases:
         result = export.results.get(case) or Result(case)
@@ -449,7 +466,7 @@ def case_table(export: Export, mach: Machine) -> list[str]:
         diagnosis = cell(diagnosis_cell(export, case))
         if result.verdict is None:
             lines.append(f"| {case} | {cell(status_cell(result))} | – | – | – | " + " | ".join("–" for _ in names)
-                         + f" | – | – | {klass} | {diagnosis} |")
+                         + f" | – | – | – | {klass} | {diagnosis} |")
             continue
         p = result.payload
         measured = export.by_id.get(p.get("measurement") or "", {}).get("payload", {})
@@ -466,9 +483,10 @@ def case_table(export: Export, mach: Machine) -> list[str]:
         same = p.get("same_precision")
         split = f"same ({precision})" if same else f"mixed: {precision} case, bound in {bound.get('precision', '?')}" if same is False else "–"
         median = f"{p['candidate_median'] * 1e3:.4g} ms" if p.get("candidate_median") else "–"
+        ceiling = roofline_ceiling(export, mach, case, result)
         lines.append(f"| {case} | {cell(status_cell(result))} | {cell(kernel_cell(export, result.verdict))} | {median} | {fraction} | "
                      + " | ".join(baseline_cells(export, result.verdict, names))
-                     + f" | {speed} | {split} | {klass} | {diagnosis} |")
+                     + f" | {speed} | {f'{ceiling:.2f}x' if ceiling else '–'} | {split} | {klass} | {diagnosis} |")
     return lines + [""]
 
 
@@ -547,6 +565,12 @@ def summary(export: Export, mach: Machine) -> list[str]:
             target = ""
         lines.append(f"- Same precision, {wanted}: geometric mean " + (f"**{mean:.2f}x**" if mean else "– (no result)")
                      + f" over {len(same)} of the {total} {wanted} cases{target}" + (f": {values}." if values else "."))
+        ceilings = [roofline_ceiling(export, mach, c, r) for c, r in same]
+        if same and all(ceilings):
+            lines.append(f"  - Roofline ceiling over the same bounds (per case in the table below): geometric mean "
+                         f"{geomean(ceilings):.2f}x" + (f"; the target of {GEOMEAN_TARGET}x is "
+                         + ("reachable only above the roofline of these bounds" if geomean(ceilings) < GEOMEAN_TARGET
+                            else "below that ceiling") if wanted == "f32" else "") + ".")
     mixed = [(c, r) for c, r in standing if r.payload.get("same_precision") is False]
     lines.append("- Mixed precision (the bound computes in another precision than the case; never in the headlines above): "
                  + ("; ".join(f"{c} {r.speedup:.2f}x over {r.payload['bound']['name']} ({r.payload['bound']['precision']})"

@@ -145,6 +145,22 @@ def test_h200_geometric_mean_of_the_same_precision_f32_speedups(events, text):
     assert f"geometric mean **{mean:.2f}x** over 3 of the 24 f32 cases (target ≥ 2.5x: **not met**" in text
 
 
+def test_h200_roofline_ceiling_from_the_raw_events(events, text):
+    """The bound's median over the roofline time (compulsory bytes at the admitting run's copy
+    bandwidth, or CaseDefined flops at the FP32 peak, whichever is longer), recomputed here."""
+    description = [e for e in events if e["type"] == "CandidateMeasured"][-1]["payload"]["description"]
+    peak = description["sm_count"] * 128 * 2 * description["clocks_max_mhz"]["sm"] * 1e6
+    defined = {e["payload"]["case"]: e["payload"] for e in events if e["type"] == "CaseDefined"}
+    for case in (BOX_1, STAR_1, STAR2D):
+        verdict = admitted_verdicts(events)[case][-1]["payload"]
+        copy_bandwidth = next(e["payload"] for e in events if e["event_id"] == verdict["measurement"])["copy_bandwidth"]
+        d = defined[case]
+        ceiling = verdict["bound"]["median"] / max(d["compulsory_bytes"] / copy_bandwidth, d["flops"] / peak)
+        assert ceiling > verdict["speedup"] > 1  # an admitted kernel cannot beat the roofline
+        assert f"| {ceiling:.2f}x |" in row(text, case)
+    assert "| – | – | – |" in row(text, BOX_2)  # never admitted: no bound measured for it, no ceiling
+
+
 def test_h200_rounds_and_open_branch(text):
     assert "- **box_1/256x256x256/f32** (not converged): 1: z_march_4 1.58x admitted; 2: unroll_classes 1.65x admitted; " \
            "3: vector_x2 2.04x admitted" in text
