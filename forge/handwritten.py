@@ -21,7 +21,7 @@ are written by a person, per case, around one design that kernelgen does not hav
   the candidate is correct on every shape the checks use.
 
 Coefficients stay run-time (the ABI), the shape stays run-time; R, V, L and the class structure
-are compile-time. `render(case, nv, by, chunk)` and `render_temporal(case, by, chunk)` return
+are compile-time. `render(case, nv, by, chunk, vector_bytes)` and `render_temporal(case, by, chunk)` return
 (source, launch, hypothesis); `matrix_candidates(case)` lists what a campaign submits.
 """
 from __future__ import annotations
