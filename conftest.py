@@ -22,15 +22,22 @@ def _uses_database(item) -> bool:
     return item.get_closest_marker("django_db") is not None or bool(DATABASE_FIXTURES & set(item.fixturenames))
 
 
+def _runs_in_database_pass(item) -> bool:
+    """Kept by the second pass: every test that uses a database, and every test marked
+    `one_database` (the first pass deselects those with -m, so they run exactly once)."""
+    return _uses_database(item) or item.get_closest_marker("one_database") is not None
+
+
 def pytest_collection_modifyitems(config, items):
     """Tests marked `gpu` run only where CuPy sees a CUDA device; elsewhere they are skipped.
 
     With FORGESTENCIL_DATABASE_TESTS_ONLY=1 (the second, PostgreSQL pass of `./dev test`) the
     tests that never touch a database are deselected: the first pass ran them, and a second
-    run against another database could not tell anything new."""
+    run against another database could not tell anything new. Tests marked `one_database` are
+    kept (the first pass, `-m "not one_database"`, left them to this one)."""
     if os.environ.get("FORGESTENCIL_DATABASE_TESTS_ONLY") == "1":
-        kept = [item for item in items if _uses_database(item)]
-        config.hook.pytest_deselected(items=[item for item in items if not _uses_database(item)])
+        kept = [item for item in items if _runs_in_database_pass(item)]
+        config.hook.pytest_deselected(items=[item for item in items if not _runs_in_database_pass(item)])
         items[:] = kept
     gpu_items = [item for item in items if "gpu" in item.keywords]
     if not gpu_items or _gpu_available():

@@ -101,6 +101,7 @@ def test_cpu_app_builds_runs_and_verifies(path, cpu_builds, tmp_path):
     verify_first_dataset(path, cpu_builds, tmp_path)
 
 
+@pytest.mark.one_database
 @pytest.mark.parametrize("path", CPU, ids=_id)
 def test_the_gate_runs_end_to_end_on_every_cpu_app(ledger, path):
     """Two interleaved passes per dataset (CI's noise decides admitted vs below the floor, so

@@ -77,6 +77,7 @@ def quick_case_protocol(monkeypatch):
     monkeypatch.setitem(_common.DEFAULT_PROTOCOL, "cpu", ProtocolSettings(max_attempts=1))
 
 
+@pytest.mark.one_database
 def test_a_case_ablation_records_every_requirement_from_real_measurements(ledger, capsys, quick_case_protocol):
     call_command("ablation", "protocol", "--case", CASE, "--source", str(CHEATS / "honest.c"), "--launch", '{"threads": 1}',
                  "--passes", "3", "--launches", "3")
@@ -232,6 +233,7 @@ def smoothing_app(tmp_path, **changes) -> Path:
     return path
 
 
+@pytest.mark.one_database
 def test_an_app_ablation_records_every_requirement(ledger, tmp_path):
     result = ablate_app(str(smoothing_app(tmp_path)), "user:test", QUICK_APP, wrong_switch="-DFORGED -DWRONG")
     arms = arms_of(result.stream)
@@ -284,6 +286,7 @@ def test_an_app_ablation_records_every_requirement(ledger, tmp_path):
     assert verify_ledger().ok
 
 
+@pytest.mark.one_database
 def test_the_app_command_prints_the_table_and_says_what_it_could_not_run(ledger, tmp_path, capsys):
     path = smoothing_app(tmp_path, datasets=[{"name": "cached", "args": "20000 100"}], timing={"source": "wall"})
     call_command("ablation", "protocol", "--app", str(path), "--passes", "2")
@@ -324,12 +327,14 @@ def test_neither_or_both_subjects_is_refused(ledger):
         call_command("ablation", "protocol", "--case", CASE, "--app", "x")
 
 
+@pytest.mark.one_database
 def test_a_wrong_subject_is_refused_not_ablated(ledger, quick_case_protocol):
     with pytest.raises(CommandError, match="does not admit a speedup .*unwritten_output"):
         call_command("ablation", "protocol", "--case", CASE, "--source", str(CHEATS / "half_output.c"), "--passes", "2", "--launches", "2")
     assert not Event.objects.filter(type="AblationMeasured").exists()
 
 
+@pytest.mark.one_database
 def test_an_app_whose_candidate_is_wrong_is_refused(ledger, tmp_path):
     path = smoothing_app(tmp_path, switch={"kind": "build_flag", "baseline": "", "candidate": "-DFORGED -DWRONG"})
     with pytest.raises(CommandError, match="the candidate is not correct"):

@@ -28,7 +28,9 @@ from .test_anthropic_proposer import Recorder, message_json
 
 HONEST = (Path(__file__).parents[1] / "measurement" / "cheats" / "honest.c").read_text()
 BROKEN = "void stencil( { this does not compile"
-QUICK = ProtocolSettings(passes=3, launches=3, warmup=1, max_attempts=1)
+# Most of a CPU measurement is the cache flush before every launch (twice the last-level cache):
+# two passes of two launches are enough for every assertion here (none is on a timing's precision).
+QUICK = ProtocolSettings(passes=2, launches=2, warmup=1, max_attempts=1)
 CASE = "star_1/64x64x64/f32"  # big enough that a correct candidate is never timed below the launch overhead
 
 
@@ -90,6 +92,7 @@ def reply(source: str, launch: dict, subject: str) -> httpx.Response:
     return httpx.Response(200, json=message_json(f"```c\n{source}\n```\n\n```json\n{json.dumps(meta)}\n```\n"))
 
 
+@pytest.mark.one_database
 def test_without_a_key_autotune_and_loop_measure_the_budget_and_oneshot_is_not_run(ledger, no_key, monkeypatch):
     monkeypatch.setattr(ablation, "available_cores", lambda: 2)
     seen = []
@@ -143,6 +146,7 @@ def test_without_a_key_autotune_and_loop_measure_the_budget_and_oneshot_is_not_r
     assert [(c.arm, c.number) for c in seen] == [("autotune", 1), ("autotune", 2), ("loop", 1), ("loop", 2)]
 
 
+@pytest.mark.one_database
 def test_autotune_with_fewer_configurations_than_the_budget_says_so(ledger, monkeypatch):
     monkeypatch.setattr(ablation, "available_cores", lambda: 1)
     [result] = run_ablation(CASE, "cpu", 3, "user:test", protocol=QUICK, arms=("autotune",))
@@ -152,6 +156,7 @@ def test_autotune_with_fewer_configurations_than_the_budget_says_so(ledger, monk
     assert len(recorded["measurement_events"]) == 1
 
 
+@pytest.mark.one_database
 def test_oneshot_with_a_key_measures_each_generation_once_without_feedback(ledger, monkeypatch):
     handler = Recorder(
         reply(HONEST, {"threads": 1}, "Write the neighbour sum out"),
@@ -192,6 +197,7 @@ def test_a_loop_that_needs_an_llm_without_a_key_is_not_run(ledger, no_key):
     assert not Event.objects.filter(type__in=["CampaignStarted", "CandidateMeasured"]).exists()
 
 
+@pytest.mark.one_database
 def test_the_command_prints_its_table(ledger, no_key, monkeypatch, capsys):
     monkeypatch.setitem(measurement_plan.DEFAULT_PROTOCOL, "cpu", QUICK)
     call_command("forge", "ablation", "--case", CASE, "--budget", "1")

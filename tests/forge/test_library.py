@@ -147,6 +147,7 @@ def test_a_retracted_result_is_never_served_for_its_case_or_as_a_neighbour(ledge
         lookup("star_1/20x20x20/f32", "cpu")
 
 
+@pytest.mark.one_database
 def test_bad_inputs_are_refused_with_a_clear_message(ledger, speed_rule_lifted):
     case_id = "varcoef_star_1/64x64x64/f32"
     outcome = gate_candidate(case_id, "cpu", straightforward_kernel(case_id, "cpu"), "agent:test", protocol=QUICK)

@@ -3,6 +3,7 @@ convergence, the operator map, abandoned rounds, and rebuilding it all from the 
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pytest
 from django.core.management import call_command
 
 from tests.conftest import lift_speed_rule
@@ -20,7 +21,9 @@ HONEST = (Path(__file__).parents[1] / "measurement" / "cheats" / "honest.c").rea
 BROKEN = "void stencil( { this does not compile"
 # Correct but always slower than the bound, whatever the load on the machine: the sweep 200 times.
 SLOW = HONEST.replace("    #pragma omp parallel for", "    for (int rep = 0; rep < 200; ++rep)\n    #pragma omp parallel for", 1)
-QUICK = ProtocolSettings(passes=3, launches=3, warmup=1, max_attempts=1)
+# Most of a CPU measurement is the cache flush before every launch (twice the last-level cache):
+# two passes of two launches are enough for every assertion here (none is on a timing's precision).
+QUICK = ProtocolSettings(passes=2, launches=2, warmup=1, max_attempts=1)
 CASE = "star_1/64x64x64/f32"
 
 
@@ -99,6 +102,7 @@ def test_rounds_left_open_by_a_dead_worker_are_abandoned(ledger):
     assert abandon_stale_rounds(campaign, "agent:resume") == 0
 
 
+@pytest.mark.one_database
 def test_convergence_seals_a_cell_and_the_next_case_borrows_its_diagnosis_not_its_code(ledger, speed_rule_lifted):
     first = start_campaign([CASE], "cpu", "scripted", 1, "user:test")
     outcomes = run_rounds(first, CASE, Scripted([HONEST]))
@@ -148,6 +152,7 @@ def branch_events(campaign: str) -> list[RecordedEvent]:
     return [RecordedEvent.from_body(row.body, row.prev_hash, row.hash) for row in rows]
 
 
+@pytest.mark.one_database
 def test_a_branch_without_progress_for_five_rounds_is_measured_and_dropped(ledger):
     """SLOW is correct but slower than the bound: it becomes the branch head without being
     admitted; five failed rounds later the head is gated again and dropped."""
@@ -167,6 +172,7 @@ def test_a_branch_without_progress_for_five_rounds_is_measured_and_dropped(ledge
     assert state.branch is None and state.best is None and state.converged == "budget_spent"
 
 
+@pytest.mark.one_database
 def test_a_branch_head_admitted_by_the_gate_at_resolution_is_merged(ledger, monkeypatch):
     campaign = start_campaign([CASE], "cpu", "scripted", 2, "user:test")
     proposer = Scripted([Rewrite(SLOW), BROKEN])
@@ -181,6 +187,7 @@ def test_a_branch_head_admitted_by_the_gate_at_resolution_is_merged(ledger, monk
     assert state.converged == "budget_spent" and MapCell.objects.get(key=f"cpu|{CASE}").source == SLOW
 
 
+@pytest.mark.one_database
 def test_a_branch_round_the_gate_admits_merges_at_once(ledger, speed_rule_lifted):
     campaign = start_campaign([CASE], "cpu", "scripted", 1, "user:test")
     run_rounds(campaign, CASE, Scripted([Rewrite(HONEST)]))

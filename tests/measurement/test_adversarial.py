@@ -10,6 +10,8 @@ from measurement.services import gate_candidate
 CHEATS = Path(__file__).parent / "cheats"
 QUICK = ProtocolSettings(passes=3, launches=3, warmup=1, max_attempts=1, check_timeout=120, timing_timeout=300)
 F32 = "star_1/64x64x64/f32"
+# What is judged here is the gate, not SQL: once per `./dev test` (see pytest.ini, one_database).
+pytestmark = pytest.mark.one_database
 
 
 @pytest.mark.parametrize(

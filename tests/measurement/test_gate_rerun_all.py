@@ -27,6 +27,8 @@ QUICK = ProtocolSettings(passes=2, launches=2, warmup=1, max_attempts=1)  # the 
 CASES = ["star_1/32x32x32/f32", "star_1/64x64x64/f32"]  # in case-id order, as the re-run goes
 RECORDING = "two-admitted-cpu"
 SUMMARY = re.compile(r"re-ran 2 cpu results in [\d.]+ s: (\d+) reconfirmed, (\d+) downgraded, (\d+) retracted, (\d+) failed")
+# The re-run loop and its benchmark, not SQL: once per `./dev test` (see pytest.ini, one_database).
+pytestmark = pytest.mark.one_database
 
 
 @pytest.fixture
