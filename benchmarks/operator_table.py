@@ -300,10 +300,14 @@ def kernel_cell(export: Export, verdict: dict) -> str:
     return f"{r.get('subject', '?')} ({round_label(export, r)}){via} · {r.get('proposer') or '?'} · {digest}"
 
 
+def round_number(r: dict) -> str:
+    return f"{r['number']}{'B' if r['branch'] != 'main' else ''}"  # `B` = started on a branch
+
+
 def round_label(export: Export, r: dict) -> str:
-    """`round 2` (`2B` on a branch), and the campaign's id where the export holds several: round
-    numbers restart in each campaign."""
-    label = f"round {r['number']}{'B' if r['branch'] != 'main' else ''}"
+    """`round 2`, and the campaign's id where the export holds several: round numbers restart in
+    each campaign."""
+    label = f"round {round_number(r)}"
     if len(export.view.started) > 1:
         label += f" of campaign `{(r.get('campaign') or '?')[:8]}`"
     return label
@@ -567,10 +571,13 @@ def summary(export: Export, mach: Machine) -> list[str]:
                      + f" over {len(same)} of the {total} {wanted} cases{target}" + (f": {values}." if values else "."))
         ceilings = [roofline_ceiling(export, mach, c, r) for c, r in same]
         if same and all(ceilings):
+            ceiling = geomean(ceilings)
+            reach = ""
+            if wanted == "f32":
+                reach = (f"; the target of {GEOMEAN_TARGET}x is " + ("below that ceiling" if ceiling >= GEOMEAN_TARGET
+                                                                     else "above it: out of reach over these bounds"))
             lines.append(f"  - Roofline ceiling over the same bounds (per case in the table below): geometric mean "
-                         f"{geomean(ceilings):.2f}x" + (f"; the target of {GEOMEAN_TARGET}x is "
-                         + ("reachable only above the roofline of these bounds" if geomean(ceilings) < GEOMEAN_TARGET
-                            else "below that ceiling") if wanted == "f32" else "") + ".")
+                         f"{ceiling:.2f}x{reach}.")
     mixed = [(c, r) for c, r in standing if r.payload.get("same_precision") is False]
     lines.append("- Mixed precision (the bound computes in another precision than the case; never in the headlines above): "
                  + ("; ".join(f"{c} {r.speedup:.2f}x over {r.payload['bound']['name']} ({r.payload['bound']['precision']})"
@@ -642,7 +649,7 @@ def rounds_section(export: Export) -> list[str]:
             speed = f"{r['speedup']:.2f}x" if r.get("speedup") is not None else "–"
             opening = f"campaign `{(r.get('campaign') or '?')[:8]}`, " if several and r.get("campaign") != campaign else ""
             campaign = r.get("campaign")
-            cells.append(f"{opening}{r['number']}{'B' if r['branch'] != 'main' else ''}: {r.get('subject', '?').split(':')[0]} "
+            cells.append(f"{opening}{round_number(r)}: {r.get('subject', '?').split(':')[0]} "
                          f"{speed} {outcome(r, view)}")
         ends = [b for b in view.branch_ends.values() if b["case"] == case and b.get("round") is None]
         cells += [f"{b['branch']} {b['type'].removeprefix('Branch').lower()}: {b['reason']}" for b in ends]

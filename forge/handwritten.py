@@ -67,7 +67,7 @@ def render(case: Case, nv: int = 1, by: int = 8, chunk: int | None = None,
     setup = [f"    const acc_t c{k} = (acc_t)coef[{k}];" for k in range(len(stencil.classes))]
     source = _marching_kernel(case, v, vw, chunk, comment, [], setup, _plane_body(case, _plane_plan(case), v, vw, "        "))
     hypothesis = (
-        f"{case.id}: 16-byte row loads ({v} x-points per thread) and a {2 * stencil.radius + 1}-deep register queue marching "
+        f"{case.id}: {vector_bytes}-byte row loads ({v} x-points per thread) and a {2 * stencil.radius + 1}-deep register queue marching "
         f"{chunk} {'planes' if three else 'rows'} cut the load instructions per point and read each input plane once; "
         f"expected near the copy bandwidth if the bottleneck is load issue, not DRAM."
     )
@@ -372,9 +372,9 @@ def matrix_candidates(case: Case) -> list[tuple[str, dict, str, str]]:
     * `short4`: 4-row blocks. A block of a register-heavy kernel fills the register file in
       coarse steps; half-size blocks leave fewer registers idle.
 
-    The other one-parameter changes (16- or 32-row blocks, two vectors per thread, 2-4x longer
-    or shorter chunks) were slower or within 2.5% of rows16 on all 17 cases of the H200 sweep
-    (docs/benchmarks/handwritten_sweep_h200.json), so they are not offered. Temporal types
+    The other one-parameter changes of the H200 sweep (docs/benchmarks/handwritten_sweep_h200.json,
+    17 cases) are not offered: 16- or 32-row blocks and two vectors per thread were slower than
+    rows16 or within 1%; 2-4x longer or shorter chunks gained at most 3.6% and lost up to 30%. Temporal types
     (T > 1) get `octa`, the composed octahedron through the plane queue (render_temporal)."""
     if case.stencil.time_steps != 1:
         source, launch, hypothesis = render_temporal(case)

@@ -455,17 +455,13 @@ class RerunOutcome:
     """One case of a whole-matrix re-run: what stood before, what the re-run found, how long it took."""
 
     case: str
-    result: str
-    admitted_verdict: str  # the GateVerdict the re-run revises
     admitted_speedup: float | None  # the standing speedup it re-checked (after any earlier downgrade)
     seconds: float
     verdict: str | None = None  # reconfirmed | revised; None when the re-run failed
     speedup: float | None = None
     speedup_ci: tuple[float, float] | None = None
     reasons: list[str] = field(default_factory=list)
-    detail: str = ""
     revision: str | None = None  # ResultRetracted | ResultDowngraded | None
-    rerun_verdict: str | None = None
     error: str | None = None
 
     @property
@@ -512,15 +508,14 @@ def rerun_all(backend: str, actor: str, protocol: ProtocolSettings | None = None
         if deadline is not None and outcomes and elapsed + 1.2 * max(o.seconds for o in outcomes) > deadline:
             break
         began = time.perf_counter()
-        item = RerunOutcome(row.case, row.result, row.verdict_event, row.speedup, 0.0)
+        item = RerunOutcome(row.case, row.speedup, 0.0)
         try:
             gate, revision = rerun_gate(row.case, backend, actor, protocol)
         except (CaseError, MeasurementError) as exc:
             item.error = str(exc)
         else:
             item.verdict, item.speedup, item.speedup_ci = gate.verdict, gate.speedup, gate.speedup_ci
-            item.reasons, item.detail = gate.reasons, gate.detail
-            item.rerun_verdict = str(gate.verdict_event.event_id)
+            item.reasons = gate.reasons
             item.revision = revision.type if revision is not None else None
         item.seconds = time.perf_counter() - began
         outcomes.append(item)
