@@ -5,6 +5,12 @@ a schema cannot express (safe paths, a licence we recognise, placeholders the sw
 baseline's bytes). Every problem is reported at once, each as "field.path: what is wrong"; an
 invalid manifest records nothing.
 
+Before any of that the file's size is bounded (read at most MAX_MANIFEST_BYTES + 1 bytes) and
+its structure is walked as a stream of parser events, which needs no recursion: nesting deeper
+than MAX_DEPTH or a YAML alias is refused before PyYAML builds objects (its composer recurses
+once per level: a deeply nested file raised RecursionError, and aliases let a small file stand
+for an exponentially large structure). Patterns run with RE2 (appgate.patterns).
+
 Commands are argument lists after placeholder substitution, run without a shell:
 `{out}` the variant's binary in the gate's scratch folder, `{switch}` the switch value of the
 variant (build_flag / cli_flag), `{src}` the application's source folder, `{args}` the
@@ -22,6 +28,8 @@ from typing import Annotated, Literal, Union
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from . import patterns
+
 # SPDX identifiers accepted for a bundled or outside program's licence.
 LICENCES = frozenset({
     "MIT", "BSD-2-Clause", "BSD-3-Clause", "Apache-2.0", "GPL-2.0-only", "GPL-2.0-or-later", "GPL-3.0-only",
@@ -31,6 +39,9 @@ NAME = r"^[a-z][a-z0-9_-]{1,63}$"
 PLACEHOLDER = re.compile(r"\{(\w+)\}")
 BUILD_PLACEHOLDERS = {"out", "switch", "src", "workdir"}
 RUN_PLACEHOLDERS = {"out", "switch", "src", "args", "workdir"}
+# The bundled manifests are under 2 KB and 4 levels deep.
+MAX_MANIFEST_BYTES = 64 * 1024
+MAX_DEPTH = 10
 
 
 class ManifestError(Exception):
@@ -166,12 +177,22 @@ def load_manifest(path: str | Path) -> LoadedManifest:
     path = Path(path)
     if not path.is_file():
         raise ManifestError(str(path), [f"no manifest file at {path}"])
-    text = path.read_text(encoding="utf-8")
+    with path.open("rb") as handle:
+        raw = handle.read(MAX_MANIFEST_BYTES + 1)
+    if len(raw) > MAX_MANIFEST_BYTES:
+        raise ManifestError(str(path), [f"(file): larger than {MAX_MANIFEST_BYTES} bytes"])
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise ManifestError(str(path), [f"(file): not UTF-8: {error}"]) from None
     return parse_manifest(text, path)
 
 
 def parse_manifest(text: str, path: Path) -> LoadedManifest:
     try:
+        structure = _structure_problems(text)
+        if structure:
+            raise ManifestError(str(path), structure)
         data = yaml.safe_load(text)
     except yaml.YAMLError as error:
         raise ManifestError(str(path), [f"(file): not valid YAML: {error}"]) from None
@@ -190,6 +211,21 @@ def parse_manifest(text: str, path: Path) -> LoadedManifest:
     if problems:
         raise ManifestError(str(path), problems)
     return LoadedManifest(manifest, path.resolve(), source_dir, text)
+
+
+def _structure_problems(text: str) -> list[str]:
+    """Nesting beyond MAX_DEPTH, or an alias, seen in the parser's events (stops at the first)."""
+    depth = 0
+    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        if isinstance(event, yaml.AliasEvent):
+            return ["(file): YAML aliases (*name) are not allowed in a manifest"]
+        if isinstance(event, (yaml.SequenceStartEvent, yaml.MappingStartEvent)):
+            depth += 1
+            if depth > MAX_DEPTH:
+                return [f"(file): nested deeper than {MAX_DEPTH} levels"]
+        elif isinstance(event, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
+            depth -= 1
+    return []
 
 
 def _describe(error: dict) -> str:
@@ -282,11 +318,11 @@ def _placeholder_problems(where: str, command: str, allowed: set[str]) -> list[s
 
 def _pattern_problems(where: str, pattern: str) -> list[str]:
     try:
-        compiled = re.compile(pattern)
-    except re.error as error:
-        return [f"{where}: not a valid regular expression: {error}"]
+        groups = patterns.groups(pattern)
+    except patterns.PatternError as error:
+        return [f"{where}: not a regular expression RE2 can run (no backreferences or lookaround): {error}"]
     needs_group = where in ("timing.pattern", "hotspot.pattern")
-    if needs_group and compiled.groups != 1:
+    if needs_group and groups != 1:
         return [f"{where}: needs exactly one group (the number of seconds)"]
     return []
 

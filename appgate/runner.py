@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import patterns
 from .manifest import LoadedManifest
 
 VARIANTS = ("baseline", "candidate")
@@ -153,7 +154,7 @@ def hotspot_of(loaded: LoadedManifest, result: RunResult) -> float | None:
 
 
 def _matched_seconds(pattern: str | None, text: str) -> float | None:
-    found = re.findall(pattern or "", text) if pattern else []
+    found = patterns.findall(pattern, text) if pattern else []
     if not found:
         return None
     try:
@@ -169,14 +170,14 @@ def own_verdict(loaded: LoadedManifest, result: RunResult) -> tuple[bool, str]:
         return False, result.problem or "the run failed"
     c = loaded.manifest.correctness
     if c.mode == "builtin":
-        if re.search(c.failure_pattern, result.stdout):
+        if patterns.search(c.failure_pattern, result.stdout):
             return False, f"the program reported failure ({_line(c.failure_pattern, result.stdout)})"
-        if not re.search(c.result_pattern, result.stdout):
+        if not patterns.search(c.result_pattern, result.stdout):
             return False, "the program did not report its verification result"
         return True, _line(c.result_pattern, result.stdout)
     if c.mode == "same_program_output_diff" and result.output_text is None:
         return False, f"no output file {c.output_file}"
-    if c.mode == "cross_variant_stdout" and not re.search(c.match_pattern, result.stdout):
+    if c.mode == "cross_variant_stdout" and not patterns.search(c.match_pattern, result.stdout):
         return False, "the output has nothing matching the comparison pattern"
     if loaded.manifest.timing.source == "pattern" and seconds_of(loaded, result) is None:
         return False, "the program did not report its time"
@@ -207,12 +208,12 @@ def _numbers(text: str) -> list[float]:
 
 def _matched_numbers(pattern: str, text: str) -> list[float]:
     """Every group of every match (the whole match when the pattern has no group), as numbers."""
-    return [float(x) for m in re.findall(pattern, text) for x in ((m,) if isinstance(m, str) else m)]
+    return [float(x) for m in patterns.findall(pattern, text) for x in ((m,) if isinstance(m, str) else m)]
 
 
 def _line(pattern: str, text: str) -> str:
     for line in text.splitlines():
-        if re.search(pattern, line):
+        if patterns.search(pattern, line):
             return line.strip()[:200]
     return ""
 

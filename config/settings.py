@@ -4,6 +4,8 @@ from pathlib import Path
 
 import dj_database_url
 
+from config.secret_key import embedded_secret_key
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("FORGESTENCIL_VAR_DIR", BASE_DIR / "var"))
 VAR_DIR.mkdir(parents=True, exist_ok=True)
@@ -16,11 +18,30 @@ def env_bool(name: str, default: bool) -> bool:
     return value.strip().lower() in {"1", "true", "yes", "on"}
 
 
-DEBUG = env_bool("DEBUG", True)
-SECRET_KEY = os.environ.get("SECRET_KEY", "insecure-embedded-default-change-me" if DEBUG else "")
-if not SECRET_KEY:
-    raise RuntimeError("SECRET_KEY must be set when DEBUG is off")
+# Off unless asked for: `./dev run` (the demo) sets DEBUG=true. Error pages mask secrets either way.
+DEBUG = env_bool("DEBUG", False)
+SECRET_KEY = os.environ.get("SECRET_KEY") or embedded_secret_key(VAR_DIR)
 ALLOWED_HOSTS = [h.strip() for h in os.environ.get("ALLOWED_HOSTS", "127.0.0.1,localhost").split(",") if h.strip()]
+DEFAULT_EXCEPTION_REPORTER = "config.error_pages.SecretMaskingReporter"
+DEFAULT_EXCEPTION_REPORTER_FILTER = "config.error_pages.SecretMaskingFilter"
+# The rest of `manage.py check --deploy`, from the environment; off by default (plain HTTP on 127.0.0.1).
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", False)
+SECURE_HSTS_SECONDS = int(os.environ.get("SECURE_HSTS_SECONDS", "0"))
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
+SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", False)
+CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", False)
+# Behind a proxy that terminates TLS and sets X-Forwarded-Proto (never trust it otherwise).
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if env_bool("TRUST_X_FORWARDED_PROTO", False) else None
+# Request bodies (JSON included: frontend.middleware.RequestLimitsMiddleware) and login throttling.
+DATA_UPLOAD_MAX_MEMORY_SIZE = 1024 * 1024
+LOGIN_FAILURES_PER_USER = int(os.environ.get("LOGIN_FAILURES_PER_USER", "5"))
+LOGIN_FAILURES_PER_ADDRESS = int(os.environ.get("LOGIN_FAILURES_PER_ADDRESS", "20"))
+LOGIN_LOCKOUT_SECONDS = int(os.environ.get("LOGIN_LOCKOUT_SECONDS", "900"))
+AUTHENTICATION_BACKENDS = ["frontend.login_throttle.ThrottledModelBackend"]
+CACHE_URL = os.environ.get("CACHE_URL", "")
+CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": CACHE_URL} if CACHE_URL
+          else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -42,7 +63,9 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "frontend.middleware.RequestLimitsMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    "frontend.middleware.ContentSecurityPolicyMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",

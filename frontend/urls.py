@@ -22,7 +22,7 @@ urlpatterns = [
     path("reruns/<str:rerun_id>/", views.rerun_page, name="rerun"),
     path("reruns/<str:rerun_id>/status/", views.rerun_status, name="rerun_status"),
     path("freezes/<int:position>/", views.freeze_check, name="freeze_check"),
-    path("accounts/login/", auth_views.LoginView.as_view(template_name="frontend/login.html", next_page="dashboard"), name="login"),
+    path("accounts/login/", views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(next_page="dashboard"), name="logout"),
     path("assets/plotly.min.js", views.plotly_js, name="plotly_js"),
 ]

@@ -12,6 +12,7 @@ from typing import Callable
 
 import plotly
 from django.contrib import messages
+from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required, permission_required
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -24,7 +25,7 @@ from ledger import selectors as ledger_selectors
 from ledger.models import Event, EventTypeCount
 from ledger.review import ReviewError
 
-from . import plots, provenance, publication, reruns, selectors, tables
+from . import login_throttle, plots, provenance, publication, reruns, selectors, tables
 
 PLOTLY_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
 
@@ -197,6 +198,24 @@ def event_detail(request: HttpRequest, position: int) -> HttpResponse:
     })
 
 
+# ---- login -------------------------------------------------------------------------------
+
+
+class LoginView(auth_views.LoginView):
+    """Django's login view; while the username or address is throttled (frontend.login_throttle)
+    the page says so with status 429 instead of "did not match"."""
+
+    template_name = "frontend/login.html"
+    next_page = "dashboard"
+
+    def form_invalid(self, form):
+        response = super().form_invalid(form)
+        if login_throttle.locked(form.data.get("username", ""), self.request):
+            response.status_code = 429
+            response.context_data["locked"] = True
+        return response
+
+
 # ---- reviewer actions --------------------------------------------------------------------
 
 
@@ -281,10 +300,11 @@ def rerun_page(request: HttpRequest, rerun_id: str) -> HttpResponse:
 
 
 def rerun_status(request: HttpRequest, rerun_id: str) -> HttpResponse:
-    """The polled fragment; header X-Rerun-State tells the page when to stop polling."""
+    """The polled fragment; header X-Rerun-Done tells the page when to stop polling."""
     context = _rerun_context(_rerun_or_404(rerun_id))
     response = render(request, "frontend/_rerun_status.html", context)
     response["X-Rerun-State"] = context["rerun"]["state"]
+    response["X-Rerun-Done"] = "1" if context["done"] else "0"  # static/frontend/rerun.js stops polling
     response["Cache-Control"] = "no-store"
     return response
 

@@ -2,6 +2,7 @@
 from rest_framework import serializers
 
 from frontend.reruns import KINDS
+from ledger.review import MAX_TEXT_CHARS
 
 STATES = ("queued", "running", "finished", "failed")
 
@@ -112,7 +113,7 @@ class RerunSerializer(serializers.Serializer):
 
 class SignOffRequestSerializer(serializers.Serializer):
     result = serializers.CharField()
-    comment = serializers.CharField(required=False, allow_blank=True, default="")
+    comment = serializers.CharField(required=False, allow_blank=True, default="", max_length=MAX_TEXT_CHARS)
 
 
 class SignOffRecordSerializer(serializers.Serializer):
@@ -131,7 +132,7 @@ class SignOffResponseSerializer(serializers.Serializer):
 
 class RetractionRequestSerializer(serializers.Serializer):
     result = serializers.CharField()
-    reason = serializers.CharField(help_text="required: why the result no longer holds")
+    reason = serializers.CharField(max_length=MAX_TEXT_CHARS, help_text="required: why the result no longer holds")
 
 
 class RetractionResponseSerializer(serializers.Serializer):

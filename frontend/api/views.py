@@ -65,8 +65,17 @@ class AuditView(APIView):
     def handle_exception(self, exc):
         """Error bodies are JSON even where CSV was asked for."""
         response = super().handle_exception(exc)
-        self.request.accepted_renderer, self.request.accepted_media_type = JSONRenderer(), JSONRenderer.media_type
+        self._render_json()
         return response
+
+    def options(self, request, *args, **kwargs):
+        """The metadata is JSON even on a CSV-only view (the CSV renderer has no table to render)."""
+        response = super().options(request, *args, **kwargs)
+        self._render_json()
+        return response
+
+    def _render_json(self) -> None:
+        self.request.accepted_renderer, self.request.accepted_media_type = JSONRenderer(), JSONRenderer.media_type
 
 
 # ---- tables ------------------------------------------------------------------------------

@@ -12,10 +12,18 @@ from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import CLexer, CppLexer, DiffLexer
 
+from ledger.review import MAX_TEXT_CHARS
+
 register = template.Library()
 _plot_ids = itertools.count(1)
 _FORMATTER = HtmlFormatter(linenos="table", cssclass="highlight", anchorlinenos=False)
 _LEXERS = {"c": CLexer, "cuda": CppLexer, "diff": DiffLexer}
+
+
+@register.simple_tag
+def text_limit() -> int:
+    """The longest comment or reason a reviewer may write (the form's maxlength; the server checks it too)."""
+    return MAX_TEXT_CHARS
 
 
 @register.simple_tag

@@ -3,15 +3,20 @@ for an invalid manifest."""
 from __future__ import annotations
 
 import hashlib
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import yaml
 
-from appgate.manifest import ManifestError, load_manifest
+from appgate.manifest import MAX_DEPTH, MAX_MANIFEST_BYTES, ManifestError, load_manifest
 from appgate.services import register
 from ledger.models import Event
 
 SOURCE = "int main(void) { return 0; }\n"
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def write_app(tmp_path, program: str = SOURCE, **changes):
@@ -119,3 +124,58 @@ def test_registering_twice_records_once_and_a_changed_manifest_again(ledger, tmp
     path.write_text(path.read_text().replace("domain: testing", "domain: testing again"))
     assert register(path, "user:test")[1] is not None
     assert Event.objects.filter(type="AppRegistered").count() == 2
+
+
+def test_a_manifest_too_large_is_refused_before_parsing(tmp_path):
+    path = write_app(tmp_path)
+    path.write_text(path.read_text() + "extra: " + "[" * 100_000 + "]" * 100_000 + "\n")  # 100k deep, 200 kB
+    assert problems(path) == [f"(file): larger than {MAX_MANIFEST_BYTES} bytes"]
+
+
+def test_deep_nesting_is_refused_cleanly_within_the_size_limit(tmp_path):
+    path = write_app(tmp_path)
+    path.write_text(path.read_text() + "extra: " + "[" * 30_000 + "]" * 30_000 + "\n")  # yaml.safe_load: RecursionError
+    assert path.stat().st_size <= MAX_MANIFEST_BYTES
+    assert problems(path) == [f"(file): nested deeper than {MAX_DEPTH} levels"]
+
+
+def test_yaml_aliases_are_refused(tmp_path):
+    path = write_app(tmp_path)
+    path.write_text(path.read_text().replace("domain: testing", "domain: &d testing\nextra: *d"))
+    assert problems(path) == ["(file): YAML aliases (*name) are not allowed in a manifest"]
+
+
+def test_a_pattern_the_safe_engine_cannot_run_is_refused(tmp_path):
+    found = problems(write_app(tmp_path, correctness={"mode": "builtin", "result_pattern": r"(PASS)\1",
+                                                      "failure_pattern": "(?<=not )FAILED"}))
+    assert [p.split(":")[0] for p in found] == ["correctness.result_pattern", "correctness.failure_pattern"]
+    assert all("RE2" in p for p in found)
+
+
+# Python's re takes exponential time on these against "aaa...a!"; RE2 linear time.
+REDOS = r"(a+)+$"
+REDOS_CHECK = """
+import sys
+import django
+django.setup()
+from appgate import runner
+from appgate.manifest import load_manifest
+loaded = load_manifest(sys.argv[1])
+output = runner.RunResult(True, 0, 0.1, "a" * 100_000 + "!")
+print(runner.own_verdict(loaded, output), runner.seconds_of(loaded, output), runner.hotspot_of(loaded, output))
+"""
+
+
+def test_a_redos_pattern_does_not_hang_the_gate_on_a_long_output(tmp_path):
+    """The gate's verdict and clocks on a 100 kB output with catastrophic-backtracking patterns.
+    In a child process with a time limit, so that a backtracking engine fails this test instead
+    of hanging the suite."""
+    path = write_app(tmp_path, correctness={"mode": "builtin", "result_pattern": REDOS, "failure_pattern": r"(a|aa)+$"},
+                     timing={"source": "pattern", "pattern": REDOS}, hotspot={"source": "pattern", "pattern": REDOS})
+    try:
+        done = subprocess.run([sys.executable, "-c", REDOS_CHECK, str(path)], cwd=ROOT, capture_output=True, text=True,
+                              timeout=120, env={**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings"})
+    except subprocess.TimeoutExpired:
+        pytest.fail("matching the manifest's patterns against the output hung")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "(False, 'the program did not report its verification result') None None"

@@ -1,0 +1,42 @@
+"""The regular expressions of a manifest (timing, hotspot, result, failure and comparison
+patterns), run with RE2: matching time is linear in the text whatever the pattern, so a pattern
+such as `(a+)+$` cannot hang the gate on a program's output the way Python's backtracking `re`
+does (it ran past the run's timeout: the timeout bounds the program, not the matching after it).
+
+RE2 has no backreferences and no lookaround; a manifest using them is refused when it is loaded
+(appgate.manifest), with RE2's own message.
+"""
+from __future__ import annotations
+
+import functools
+
+import re2
+
+_OPTIONS = re2.Options()
+_OPTIONS.log_errors = False  # the error goes into the manifest's problem list, not to stderr
+
+
+class PatternError(ValueError):
+    """Not a pattern RE2 can run; the message is RE2's."""
+
+
+@functools.lru_cache(maxsize=256)
+def compile_pattern(pattern: str):
+    try:
+        return re2.compile(pattern, _OPTIONS)
+    except re2.error as error:
+        message = error.args[0] if error.args else error
+        raise PatternError(message.decode() if isinstance(message, bytes) else str(message)) from None
+
+
+def groups(pattern: str) -> int:
+    return compile_pattern(pattern).groups
+
+
+def search(pattern: str, text: str) -> bool:
+    return compile_pattern(pattern).search(text) is not None
+
+
+def findall(pattern: str, text: str) -> list:
+    """As re.findall: the whole matches, the group of a one-group pattern, or tuples of groups."""
+    return compile_pattern(pattern).findall(text)
