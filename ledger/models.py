@@ -60,6 +60,23 @@ class VerificationRun(models.Model):
     summary = models.TextField(blank=True)
 
 
+class Lease(models.Model):
+    """Operational record of running work and the live process holding it (ledger/leases.py).
+
+    Not a ledger fact: heartbeats must not append events. The work's start and end are events of
+    its own stream; a lease whose process died is ended by the reaper with an `…Abandoned` event."""
+
+    key = models.CharField(max_length=255, primary_key=True)  # the work's stream, e.g. rerun/<id>
+    kind = models.CharField(max_length=40)  # names the owning app's handler that closes it
+    subject = models.CharField(max_length=255)  # what that handler is given (a re-run id, a round id…)
+    host = models.CharField(max_length=255)
+    pid = models.IntegerField()
+    process = models.CharField(max_length=200)  # boot id, pid namespace, start time: tells a dead local pid
+    scratch = models.CharField(max_length=1000, blank=True)  # the work's scratch folder, removed with the lease
+    started_at = models.DateTimeField()
+    heartbeat_at = models.DateTimeField(db_index=True)
+
+
 # ---- projections -------------------------------------------------------------------------
 # Rows hold plain JSON-like values only (timestamps as ISO text) so that a live table and a
 # scratch replay can be compared value for value.
