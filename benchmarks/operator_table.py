@@ -392,8 +392,9 @@ def diagnosis_cell(export: Export, case: str) -> str:
 
 def header(export: Export, command: str) -> list[str]:
     events = export.events
-    # an imported event keeps the time its first ledger recorded it (origin); the import's own time says nothing
-    times = [datetime.fromisoformat((e.get("origin") or e)["recorded_at"]) for e in events]
+    # an imported event keeps the time its first ledger recorded it (origin); the import's own time says nothing,
+    # nor does a checkpoint's (the publication key signs a shipped export's head later)
+    times = [datetime.fromisoformat((e.get("origin") or e)["recorded_at"]) for e in events if e["type"] != "CheckpointSigned"]
     span = (max(times) - min(times)).total_seconds() if times else 0.0
     d = export.description
     source = export.description_event

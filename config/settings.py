@@ -158,3 +158,6 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 LEDGER_SIGNING_KEY = os.environ.get("LEDGER_SIGNING_KEY", "")
 LEDGER_SIGNING_KEY_FILE = VAR_DIR / "checkpoint-signing.key"
 LEDGER_TRUSTED_PUBLIC_KEYS = [k.strip() for k in os.environ.get("LEDGER_TRUSTED_PUBLIC_KEYS", "").split(",") if k.strip()]
+# A file of further trusted public keys, one base64 key a line (empty: none); by default the
+# project's publication key, which signs the shipped exports (ledger/trust.py).
+LEDGER_TRUSTED_KEYS_FILE = os.environ.get("LEDGER_TRUSTED_KEYS_FILE", str(BASE_DIR / "fixtures" / "keys" / "trusted_keys.txt"))

@@ -1,40 +1,50 @@
 """Signed checkpoints: an Ed25519 signature over (ledger id, head position, head hash).
 
 A checkpoint makes a rewrite of history detectable even by someone who recomputes every
-hash after an edit: they would also need the signing key.
+hash after an edit: they would also need the signing key, which is why the key file is the
+service user's alone (ledger.custody) and why readers trust only configured public keys
+(ledger.trust), never one found in the data. Each checkpoint's signed head is also written
+outside the database (ledger.witness), so deleting the tail, checkpoint included, is seen.
 """
 from __future__ import annotations
 
 import base64
 import os
+from pathlib import Path
+from typing import Any
 
-from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from django.conf import settings
 from django.db import transaction
 
+from . import witness
 from .canonical import checkpoint_message
+from .custody import create_private, private_dir, read_private
 from .errors import LedgerError
 from .models import Event
 from .records import RecordedEvent
 from .selectors import local_ledger_id
 from .services import NewEvent, append, head, lock_chain
+from .trust import TrustError, trusted_keys
 
 CHECKPOINT_STREAM = "ledger/checkpoints"
 
 
+# How the messages of `verify` and `import` say to trust a key (ledger.trust.untrusted_message).
+HOW_TO_TRUST = ("add it to LEDGER_TRUSTED_PUBLIC_KEYS or to the keys file LEDGER_TRUSTED_KEYS_FILE names "
+                "(default fixtures/keys/trusted_keys.txt)")
+
+
 def signing_key() -> Ed25519PrivateKey:
-    """The key from LEDGER_SIGNING_KEY, else the embedded default's key file (made once)."""
+    """The key from LEDGER_SIGNING_KEY, else the embedded default's key file, made once, mode
+    0600 in a 0700 folder; refused when another user could read it (ledger.custody)."""
+    private_dir(Path(settings.VAR_DIR))  # the key file, the witness, the SQLite file: the service user's alone
     seed_b64 = settings.LEDGER_SIGNING_KEY
     if not seed_b64:
-        path = settings.LEDGER_SIGNING_KEY_FILE
-        if not path.exists():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "w") as handle:
-                handle.write(base64.b64encode(os.urandom(32)).decode("ascii"))
-        seed_b64 = path.read_text().strip()
+        path = Path(settings.LEDGER_SIGNING_KEY_FILE)
+        create_private(path, base64.b64encode(os.urandom(32)).decode("ascii"))
+        seed_b64 = read_private(path).strip()
     try:
         seed = base64.b64decode(seed_b64, validate=True)
         return Ed25519PrivateKey.from_private_bytes(seed)
@@ -48,21 +58,33 @@ def public_key_text(key: Ed25519PrivateKey) -> str:
 
 
 def trusted_public_keys() -> set[str]:
-    return {public_key_text(signing_key()), *settings.LEDGER_TRUSTED_PUBLIC_KEYS}
-
-
-def signature_valid(public_key: str, signature: str, ledger_id: str, head_position: int, head_hash: str) -> bool:
+    """The service's own key, LEDGER_TRUSTED_PUBLIC_KEYS (older keys after a rotation, other
+    ledgers' keys) and the keys file LEDGER_TRUSTED_KEYS_FILE (empty: none)."""
+    files = [Path(settings.LEDGER_TRUSTED_KEYS_FILE)] if settings.LEDGER_TRUSTED_KEYS_FILE else []
     try:
-        key = Ed25519PublicKey.from_public_bytes(base64.b64decode(public_key, validate=True))
-        key.verify(base64.b64decode(signature, validate=True), checkpoint_message(ledger_id, head_position, head_hash))
-    except (InvalidSignature, ValueError):
-        return False
-    return True
+        return {public_key_text(signing_key())} | trusted_keys(settings.LEDGER_TRUSTED_PUBLIC_KEYS, files)
+    except (OSError, TrustError) as exc:
+        raise LedgerError(f"the trusted public keys cannot be read: {exc}") from None
+
+
+def signed_head(checkpoint: RecordedEvent) -> dict[str, Any]:
+    """What a checkpoint proves, standing alone: the witness file's and a freeze's copy of it."""
+    data = checkpoint.data
+    return {"ledger_id": data["ledger_id"], "head_position": data["head_position"], "head_hash": data["head_hash"],
+            "public_key": data["public_key"], "signature": data["signature"], "checkpoint_position": checkpoint.position}
 
 
 def sign_checkpoint(actor: str) -> RecordedEvent:
     """Sign the head. When the head is already our own checkpoint, return it: nothing new to sign."""
     key = signing_key()
+    checkpoint = _sign(key, actor)
+    # After the commit of the checkpoint (or, inside a caller's transaction, before its commit:
+    # were that rolled back, verify would report the witness ahead of the database, never hide a cut).
+    witness.record_signed(signed_head(checkpoint))
+    return checkpoint
+
+
+def _sign(key: Ed25519PrivateKey, actor: str) -> RecordedEvent:
     with transaction.atomic():
         lock_chain()
         ledger_id = local_ledger_id()

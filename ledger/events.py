@@ -67,3 +67,19 @@ class PublicationFrozen(Payload):
     sha256, so a table exported later can be checked against what was frozen."""
 
     tables: dict[str, FrozenTable]
+
+
+class SignedHead(CheckpointSigned):
+    """A checkpoint's signed head, standing alone, with where the checkpoint itself stands
+    (ledger.checkpoints.signed_head)."""
+
+    checkpoint_position: int = Field(ge=2)
+
+
+@event_type("PublicationFrozen", owner="ledger", version=2, upcast_from_previous=lambda payload: {**payload, "witness": None})
+class PublicationFrozenV2(Payload):
+    """Version 2 adds the signed head of the ledger the tables were frozen from (checkpointed just
+    before): whoever keeps a copy of the freeze can later show the chain reached that far."""
+
+    tables: dict[str, FrozenTable]
+    witness: Optional[SignedHead]

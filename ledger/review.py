@@ -16,6 +16,9 @@ import csv
 import hashlib
 import io
 
+from django.db import transaction
+
+from .checkpoints import sign_checkpoint, signed_head
 from .models import Event, ResultStatus, ResultVersion, SignOff
 from .records import RecordedEvent
 from .services import NewEvent, append
@@ -102,12 +105,15 @@ def table_hash(csv_text: str) -> str:
 
 def freeze(actor: str, tables: dict[str, str]) -> RecordedEvent:
     """Record a PublicationFrozen event from each table's CSV of publishable rows (the caller,
-    frontend.publication, renders the tables: the ledger does not know their columns)."""
+    frontend.publication, renders the tables: the ledger does not know their columns). The head
+    is signed first and the freeze carries that signed head: a tail witness for whoever keeps it."""
     if not tables:
         raise ReviewError("a freeze needs at least one table")
-    return append(NewEvent(stream=PUBLICATION_STREAM, type="PublicationFrozen", actor=actor, payload={"tables": {
-        name: {"sha256": table_hash(text), "rows": max(0, len(list(csv.reader(io.StringIO(text)))) - 1), "csv": text}
-        for name, text in tables.items()}}))
+    with transaction.atomic():
+        witness = signed_head(sign_checkpoint(actor))
+        return append(NewEvent(stream=PUBLICATION_STREAM, type="PublicationFrozen", actor=actor, payload={"tables": {
+            name: {"sha256": table_hash(text), "rows": max(0, len(list(csv.reader(io.StringIO(text)))) - 1), "csv": text}
+            for name, text in tables.items()}, "witness": witness}))
 
 
 def frozen(position: int) -> RecordedEvent:
@@ -120,7 +126,7 @@ def frozen(position: int) -> RecordedEvent:
 def check_freeze(position: int, tables: dict[str, str]) -> dict:
     """Compare the frozen hash of each table with the hash of `tables` (its CSV now)."""
     event = frozen(position)
-    return {"position": position, "frozen_at": event.recorded_at, "actor": event.actor, "tables": {
+    return {"position": position, "frozen_at": event.recorded_at, "actor": event.actor, "witness": event.data["witness"], "tables": {
         name: {"frozen": entry["sha256"], "now": table_hash(tables.get(name, "")),
                "matches": entry["sha256"] == table_hash(tables.get(name, ""))}
         for name, entry in event.data["tables"].items()}}

@@ -1,27 +1,43 @@
-"""Export to JSON Lines and import from it; imported events keep where they came from."""
+"""Export to JSON Lines, import from it (imported events keep where they came from), and
+restore an export as the ledger itself into an empty database."""
 from __future__ import annotations
 
 import json
 import uuid
+from datetime import datetime
 from pathlib import Path
 from typing import IO
 
+from django.db import transaction
+
 from . import event_types
-from .canonical import HASHED_FIELDS
+from .canonical import HASHED_FIELDS, event_body
+from .checkpoints import HOW_TO_TRUST, sign_checkpoint, trusted_public_keys
 from .errors import LedgerError
 from .models import Event
 from .records import RecordedEvent
 from .selectors import events, local_ledger_id
-from .services import NewEvent, append_many, head
-from .verify_export import ExportError, verify_export
+from .services import NewEvent, append_many, head, lock_chain
+from .trust import first_uncovered, untrusted_message
+from .verification import replay_projections
+from .verify_export import ExportError, ExportSummary, read_export, require_signed_head, verify_export
 
 # Ids for imported events whose own id this ledger already gives to another record (fixed, arbitrary).
 IMPORTED_ID_NAMESPACE = uuid.UUID("5b0f3c1e-6a43-4b8e-9d0a-52a1d3c7e901")
+# The largest file import or restore reads: both hold every event in memory before writing any.
+# The largest shipped export is 8.6 MB (fixtures/ledgers/h200_campaign.jsonl).
+MAX_FILE_BYTES = 256 * 1024 * 1024
+EXPORT_ACTOR = "system:ledger-export"
 
 
-def export_ledger(out: IO[str]) -> int:
+def export_ledger(out: IO[str], actor: str = EXPORT_ACTOR) -> int:
+    """Sign the head, then write every event up to that checkpoint: an export always ends with
+    its ledger's signed head (the witness a copy held elsewhere keeps), and appends made while
+    it is written wait for the next export."""
+    checkpoint = sign_checkpoint(actor)
     count = 0
-    for row in events().values_list("body", "prev_hash", "hash").iterator(chunk_size=5000):
+    rows = events().filter(position__lte=checkpoint.position).values_list("body", "prev_hash", "hash")
+    for row in rows.iterator(chunk_size=5000):
         event = RecordedEvent.from_body(*row)
         line = {name: getattr(event, name) for name in HASHED_FIELDS}
         line["prev_hash"], line["hash"] = event.prev_hash, event.hash
@@ -49,11 +65,7 @@ def import_ledger(path: Path, actor: str) -> tuple[int, int]:
     checkpoint still finds the hash it signed.
     """
     local = local_ledger_id()
-    try:
-        with path.open(encoding="utf-8") as handle:
-            summary = verify_export(handle, keep_events=True)
-    except ExportError as exc:
-        raise LedgerError(f"{path}: {exc}; nothing was imported") from None
+    summary = _read_signed(path, "imported")
     if summary.ledger_id == local:
         raise LedgerError(f"{path} is an export of this ledger itself; nothing was imported")
     recorded_here = _recorded([record["event_id"] for record in summary.events_list])
@@ -92,6 +104,50 @@ def import_ledger(path: Path, actor: str) -> tuple[int, int]:
     recorded = append_many(new_events)
     fresh = sum(1 for event in recorded if event.position > before)
     return fresh, len(recorded) - fresh
+
+
+def _read_signed(path: Path, what: str) -> ExportSummary:
+    """The file verified whole, its head signed by a key this service trusts (ledger.trust)."""
+    try:
+        summary = verify_export(read_export(path, MAX_FILE_BYTES), keep_events=True)
+        require_signed_head(summary, trusted_public_keys(), HOW_TO_TRUST)
+    except ExportError as exc:
+        raise LedgerError(f"{path}: {exc}; nothing was {what}") from None
+    return summary
+
+
+def restore_ledger(path: Path) -> int:
+    """Make an empty database hold the exported ledger itself: the same positions, ids, bodies
+    and hashes (an import would make a new ledger holding copies). For recovering a ledger from
+    its export, and for signing an export with another key. Every checkpoint in the file by a
+    key not trusted here must be covered by a trusted one, but the head need not be signed (a
+    live ledger's newest events are not yet): the restorer vouches for it by checkpointing.
+    Returns the number of events."""
+    if head()[0] != 0:
+        raise LedgerError("restore needs an empty ledger (no events); this database already holds one")
+    try:
+        summary = verify_export(read_export(path, MAX_FILE_BYTES), keep_events=True)
+    except ExportError as exc:
+        raise LedgerError(f"{path}: {exc}; nothing was restored") from None
+    uncovered = first_uncovered(summary.signed, trusted_public_keys())
+    if uncovered is not None:
+        raise LedgerError(f"{path}: line {uncovered.local}: {untrusted_message(uncovered, HOW_TO_TRUST)}; nothing was restored")
+    rows = []
+    for number, record in enumerate(summary.events_list, start=1):
+        try:
+            event_types.validate(record["type"], record["schema_version"], record["payload"])
+        except LedgerError as exc:
+            raise LedgerError(f"{path}: line {number}: {exc}; nothing was restored") from None
+        fields = {name: record[name] for name in HASHED_FIELDS if name not in ("payload", "origin")}
+        fields["recorded_at"] = datetime.fromisoformat(record["recorded_at"])
+        rows.append(Event(**fields, body=event_body(record), prev_hash=record["prev_hash"], hash=record["hash"]))
+    with transaction.atomic():
+        lock_chain()
+        if head()[0] != 0:
+            raise LedgerError("restore needs an empty ledger (no events); this database already holds one")
+        Event.objects.bulk_create(rows, batch_size=1000)
+        replay_projections()
+    return len(rows)
 
 
 def _recorded(event_ids: list[str]) -> dict[str, RecordedEvent]:

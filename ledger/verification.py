@@ -1,8 +1,10 @@
 """Verify and rebuild: the two ways the ledger proves its projections follow from its events.
 
-`verify` recomputes every hash, the chain links, the stream versions and every checkpoint,
-then replays all events into scratch projections and compares them with the live tables.
-`rebuild` replays into scratch and replaces the live tables with the result.
+`verify` recomputes every hash, the chain links, the stream versions and every checkpoint
+(signed by a trusted key, or covered by one that is: ledger.trust), checks that nothing shows
+the chain once reached further (ledger.witness), then replays all events into scratch
+projections and compares them with the live tables. `rebuild` replays into scratch and
+replaces the live tables with the result, unless the tail evidence says events are missing.
 """
 from __future__ import annotations
 
@@ -11,19 +13,18 @@ from dataclasses import dataclass
 from datetime import datetime, timezone as dt_timezone
 from typing import Any, Callable, Iterable, Iterator
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
-from django.db import connection
-
-from . import event_types
+from . import event_types, witness
 from .canonical import GENESIS_HASH, chain_hash
+from .checkpoints import HOW_TO_TRUST, trusted_public_keys
 from .errors import UnknownEventType
-from .checkpoints import signature_valid, trusted_public_keys
 from .models import Event, ProjectionState, VerificationRun
 from .projection_base import MemoryRows, registered
 from .records import RecordedEvent
 from .services import iso_utc, lock_chain
+from .trust import Signed, covered_unknown, first_uncovered, signature_valid, untrusted_message
 
 Progress = Callable[[int], None]
 COLUMNS = ("position", "event_id", "stream", "version", "type", "schema_version", "actor", "recorded_at", "body", "prev_hash", "hash")
@@ -33,9 +34,10 @@ COLUMNS = ("position", "event_id", "stream", "version", "type", "schema_version"
 class VerifyReport:
     head_position: int = 0
     head_hash: str = GENESIS_HASH
+    ledger_id: str | None = None
     events: int = 0
     checkpoints: int = 0
-    untrusted_imported_checkpoints: int = 0
+    covered_unknown: int = 0
     projections_compared: int = 0
     problem: str | None = None
     bad_position: int | None = None
@@ -51,8 +53,8 @@ class VerifyReport:
             f"OK: {self.events} events, head #{self.head_position} {self.head_hash[:16]}…, "
             f"{self.checkpoints} checkpoints signed and matching, {self.projections_compared} projections identical on replay"
         )
-        if self.untrusted_imported_checkpoints:
-            text += f"; {self.untrusted_imported_checkpoints} imported checkpoints signed by keys not in LEDGER_TRUSTED_PUBLIC_KEYS"
+        if self.covered_unknown:
+            text += f"; {self.covered_unknown} checkpoints by keys not trusted here, each covered by a trusted one"
         return text
 
 
@@ -148,6 +150,8 @@ def verify_ledger(progress: Progress | None = None, replay: bool = True) -> Veri
     position = 0
     handlers = _dispatch()
     outermost = not connection.in_atomic_block
+    trusted = trusted_public_keys()
+    evidence = witness.evidence()  # before the snapshot: a checkpoint committed after it must not look missing
     try:
         with transaction.atomic():  # one consistent snapshot of the events and the projections
             if connection.vendor == "postgresql" and outermost:
@@ -172,7 +176,11 @@ def verify_ledger(progress: Progress | None = None, replay: bool = True) -> Veri
                 if progress and position % 100_000 == 0:
                     progress(position)
             report.events, report.head_position, report.head_hash = position, position, prev_hash
-            _check_checkpoints(checkpoints, local_ledger, origin_hashes, report)
+            report.ledger_id = local_ledger
+            _check_checkpoints(checkpoints, local_ledger, origin_hashes, trusted, report)
+            tail = witness.tail_problem(evidence, position, trusted, _hash_at)
+            if tail is not None:
+                raise _Failure(tail.position, tail.message())
             if replay:
                 _compare_projections(scratch, position, report)
     except _Failure as failure:
@@ -180,8 +188,13 @@ def verify_ledger(progress: Progress | None = None, replay: bool = True) -> Veri
     return report
 
 
-def _check_checkpoints(checkpoints: list[RecordedEvent], local_ledger: str | None, origin_hashes: dict, report: VerifyReport) -> None:
-    trusted = trusted_public_keys()
+def _hash_at(position: int) -> str | None:
+    return Event.objects.filter(position=position).values_list("hash", flat=True).first()
+
+
+def _check_checkpoints(checkpoints: list[RecordedEvent], local_ledger: str | None, origin_hashes: dict,
+                       trusted: set[str], report: VerifyReport) -> None:
+    signed_list = []
     for event in checkpoints:
         data = event.data
         if not signature_valid(data["public_key"], data["signature"], data["ledger_id"], data["head_position"], data["head_hash"]):
@@ -189,24 +202,32 @@ def _check_checkpoints(checkpoints: list[RecordedEvent], local_ledger: str | Non
         if event.origin is None:
             if data["ledger_id"] != local_ledger:
                 raise _Failure(event.position, f"checkpoint names ledger {data['ledger_id']}, not this ledger {local_ledger}")
-            if data["public_key"] not in trusted:
-                raise _Failure(event.position, "checkpoint signed by a key that is neither the signing key nor in LEDGER_TRUSTED_PUBLIC_KEYS")
-            signed = Event.objects.filter(position=data["head_position"]).values_list("hash", flat=True).first()
+            signed = _hash_at(data["head_position"])
         else:
             signed = origin_hashes.get((data["ledger_id"], data["head_position"]))
-            if data["public_key"] not in trusted:
-                report.untrusted_imported_checkpoints += 1
         if signed != data["head_hash"]:
             raise _Failure(data["head_position"], f"history differs from the checkpoint signed at position {event.position} (head hash {data['head_hash'][:16]}…)")
+        signed_list.append(Signed(where=f"position {event.position}", ledger_id=data["ledger_id"],
+                                  at=event.position if event.origin is None else event.origin["position"],
+                                  local=event.position, head_position=data["head_position"],
+                                  public_key=data["public_key"], own=event.origin is None))
         report.checkpoints += 1
+    uncovered = first_uncovered(signed_list, trusted)
+    if uncovered is not None:
+        raise _Failure(uncovered.local, untrusted_message(uncovered, HOW_TO_TRUST))
+    report.covered_unknown = len(covered_unknown(signed_list, trusted))
 
 
 def _compare_projections(scratch: dict[str, MemoryRows], head_position: int, report: VerifyReport) -> None:
     states = dict(ProjectionState.objects.values_list("name", "last_position"))
     for projection in registered():
         applied = states.get(projection.name, 0 if head_position else None)
-        if head_position and applied != head_position:
-            raise _Failure(applied, f"projection {projection.name} last applied position {applied}, head is {head_position}; run `ledger rebuild`")
+        if head_position and applied != head_position:  # ahead of the head: witness.tail_problem reported it
+            first = (applied or 0) + 1
+            raise _Failure(first, f"projection {projection.name} has applied events up to {applied or 0}, the head is "
+                           f"{head_position}: a projection added since, or a bulk load of your own, needs `ledger rebuild`; "
+                           f"if neither, events #{first}-{head_position} were inserted out of band, not by the append "
+                           "service (which projects each event in the event's own transaction)")
         live = projection.live_rows()
         replayed = scratch[projection.name].rows
         if live != replayed:
@@ -221,8 +242,17 @@ def _first_difference(live: dict[Any, dict], replayed: dict[Any, dict]) -> str:
     return "no row differs"
 
 
-def rebuild_projections(progress: Progress | None = None) -> int:
-    """Drop every projection table and replay all events into it; returns the head position."""
+def rebuild_projections(progress: Progress | None = None, override: str | None = None, actor: str = "") -> int:
+    """Drop every projection table and replay all events into it; returns the head position.
+    Refused while the witness or the projections show events the chain lacks (ledger.witness),
+    unless `override` gives a reason (logged)."""
+    witness.check_before_rebuild(override, actor, trusted_public_keys())
+    return replay_projections(progress)
+
+
+def replay_projections(progress: Progress | None = None) -> int:
+    """Replace every projection table with a replay of all events (no tail check: for rebuild,
+    and for restore, which fills an empty ledger)."""
     with transaction.atomic():
         lock_chain()
         scratch = {projection.name: MemoryRows() for projection in registered()}
@@ -249,6 +279,8 @@ def run_verification(run_id: int, progress: Progress | None = None) -> Verificat
         return run
     VerificationRun.objects.filter(pk=run_id).update(status=VerificationRun.Status.RUNNING)
     report = verify_ledger(progress)
+    if report.ok and report.ledger_id:
+        witness.record_verified(report.ledger_id, report.head_position, report.head_hash)
     run.status = VerificationRun.Status.PASSED if report.ok else VerificationRun.Status.FAILED
     run.head_position, run.head_hash, run.summary = report.head_position, report.head_hash, report.summary()
     run.finished_at = timezone.now()

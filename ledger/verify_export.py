@@ -1,29 +1,38 @@
 """Standalone verifier for a ledger export (JSON Lines), usable without Django.
 
-    python -m ledger.verify_export FILE.jsonl
+    python -m ledger.verify_export FILE.jsonl [--trusted-keys KEYS_FILE] [--key BASE64 ...]
 
-Needs only the standard library and rfc8785. Checks positions, the hash of every event,
-the chain links and stream versions, and that every checkpoint names a hash that is in the
-file; checkpoint signatures are checked too when the `cryptography` package is importable.
-Exit 0 with a one-line summary when intact, 1 naming the first bad line otherwise.
+Needs only the standard library, rfc8785 and cryptography. Checks positions, the hash of every
+event, the chain links, stream versions and unique event ids, that every checkpoint's signature
+verifies and names a hash that is in the file, and that the file ends with a checkpoint of its
+own last event signed by a trusted key: one in KEYS_FILE (default: the committed
+fixtures/keys/trusted_keys.txt, the project's publication key) or given with --key; never a key
+found in the file. Exit 0 with a one-line summary when intact and signed, 1 naming the first bad
+line otherwise, 2 when the file or keys file cannot be read.
 """
 from __future__ import annotations
 
 import argparse
-import base64
 import json
 import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from ledger.canonical import GENESIS_HASH, HASHED_FIELDS, chain_hash, checkpoint_message, event_body
+from ledger.canonical import GENESIS_HASH, HASHED_FIELDS, chain_hash, event_body
+from ledger.trust import (DEFAULT_KEYS_FILE, Signed, TrustError, covered_unknown, fingerprint, first_uncovered,
+                          signature_valid, trusted_keys, untrusted_message)
 
 LINE_FIELDS = frozenset(HASHED_FIELDS) | {"prev_hash", "hash"}
+# The longest line accepted, checked before the line is parsed. The longest line of any shipped
+# export is 69,322 bytes (a CandidateMeasured of fixtures/ledgers/h200_campaign.jsonl): 15x margin.
+MAX_LINE_BYTES = 1024 * 1024
+HOW_TO_TRUST = "pass --key with it, or add it to the keys file given with --trusted-keys"
 
 
 class ExportError(Exception):
-    def __init__(self, line: int, problem: str) -> None:
-        super().__init__(f"line {line}: {problem}")
+    def __init__(self, line: int | None, problem: str) -> None:
+        super().__init__(problem if line is None else f"line {line}: {problem}")
         self.line = line
         self.problem = problem
 
@@ -34,40 +43,45 @@ class ExportSummary:
     head_hash: str = GENESIS_HASH
     ledger_id: str | None = None
     checkpoints: int = 0
-    signatures_checked: bool = False
+    signed: list[Signed] = field(default_factory=list)
+    signed_head: Signed | None = None  # set by require_signed_head
+    covered_unknown: int = 0
     events_list: list[dict[str, Any]] = field(default_factory=list)
 
     def line(self) -> str:
-        sigs = "signatures verified" if self.signatures_checked else "signatures NOT checked (install cryptography)"
-        return (
-            f"OK: ledger {self.ledger_id}, {self.events} events, head {self.head_hash[:16]}…, "
-            f"{self.checkpoints} checkpoints match ({sigs})"
-        )
+        text = (f"OK: ledger {self.ledger_id}, {self.events} events, head {self.head_hash[:16]}…, "
+                f"{self.checkpoints} checkpoints match (signatures verified)")
+        if self.signed_head is not None:
+            text += (f"; head #{self.signed_head.head_position} signed by trusted key "
+                     f"{fingerprint(self.signed_head.public_key)} ({self.signed_head.where})")
+        if self.covered_unknown:
+            text += f"; {self.covered_unknown} earlier checkpoints by keys not trusted here, covered by a trusted one"
+        return text
 
 
-def _signature_checker():
-    try:
-        from cryptography.exceptions import InvalidSignature
-        from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-    except ImportError:
-        return None
-
-    def check(data: dict[str, Any]) -> bool:
-        try:
-            key = Ed25519PublicKey.from_public_bytes(base64.b64decode(data["public_key"], validate=True))
-            key.verify(
-                base64.b64decode(data["signature"], validate=True),
-                checkpoint_message(data["ledger_id"], data["head_position"], data["head_hash"]),
-            )
-        except (InvalidSignature, ValueError, KeyError):
-            return False
-        return True
-
-    return check
+def read_export(path: Path, max_bytes: int | None = None) -> Iterator[str]:
+    """The file's lines, each refused before it is parsed when longer than MAX_LINE_BYTES, the
+    file refused before anything is read when larger than `max_bytes` (import keeps every event
+    in memory; a streaming check needs no such limit)."""
+    size = path.stat().st_size
+    if max_bytes is not None and size > max_bytes:
+        raise ExportError(None, f"the file is {size:,} bytes, more than the limit of {max_bytes:,}; nothing was read")
+    with path.open("rb") as handle:
+        number = 0
+        while raw := handle.readline(MAX_LINE_BYTES + 1):
+            number += 1
+            if len(raw.rstrip(b"\r\n")) > MAX_LINE_BYTES:
+                raise ExportError(number, f"longer than the limit of {MAX_LINE_BYTES:,} bytes; not parsed")
+            try:
+                yield raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise ExportError(number, f"not UTF-8: {exc}") from None
 
 
 def read_lines(lines: Iterable[str]) -> Iterator[tuple[int, dict[str, Any]]]:
     for number, text in enumerate(lines, start=1):
+        if len(text) > MAX_LINE_BYTES:
+            raise ExportError(number, f"longer than the limit of {MAX_LINE_BYTES:,} bytes; not parsed")
         if not text.strip():
             continue
         try:
@@ -81,14 +95,14 @@ def read_lines(lines: Iterable[str]) -> Iterator[tuple[int, dict[str, Any]]]:
 
 
 def verify_export(lines: Iterable[str], keep_events: bool = False) -> ExportSummary:
-    """Raise ExportError at the first bad line; return the summary when the file is intact."""
+    """Check the chain and every checkpoint's signature and hash; raise ExportError at the first
+    bad line. Which keys to trust is the caller's part: require_signed_head."""
     summary = ExportSummary()
-    check_signature = _signature_checker()
-    summary.signatures_checked = check_signature is not None
     hashes: dict[int, str] = {}
     origin_hashes: dict[tuple[str, int], str] = {}
     stream_versions: dict[str, int] = {}
-    checkpoints: list[tuple[int, dict[str, Any], dict[str, Any] | None]] = []
+    event_ids: dict[str, int] = {}
+    checkpoints: list[tuple[int, dict[str, Any], dict[str, Any] | None, int]] = []
     prev_hash = GENESIS_HASH
     for number, record in read_lines(lines):
         expected = summary.events + 1
@@ -102,6 +116,9 @@ def verify_export(lines: Iterable[str], keep_events: bool = False) -> ExportSumm
             raise ExportError(number, f"fields cannot be canonicalised: {exc}") from None
         if chain_hash(prev_hash, body) != record["hash"]:
             raise ExportError(number, "hash does not match the event's fields (event edited)")
+        if record["event_id"] in event_ids:
+            raise ExportError(number, f"event id {record['event_id']} is already used by line {event_ids[record['event_id']]}")
+        event_ids[record["event_id"]] = number
         version = stream_versions.get(record["stream"], 0) + 1
         if record["version"] != version:
             raise ExportError(number, f"stream {record['stream']} at version {record['version']}, expected {version}")
@@ -114,7 +131,7 @@ def verify_export(lines: Iterable[str], keep_events: bool = False) -> ExportSumm
             origin = record["origin"]
             origin_hashes[(origin["ledger_id"], origin["position"])] = origin["hash"]
         if record["type"] == "CheckpointSigned":
-            checkpoints.append((number, record["payload"], record["origin"]))
+            checkpoints.append((number, record["payload"], record["origin"], record["position"]))
         hashes[record["position"]] = record["hash"]
         prev_hash = record["hash"]
         summary.events = record["position"]
@@ -122,24 +139,65 @@ def verify_export(lines: Iterable[str], keep_events: bool = False) -> ExportSumm
             summary.events_list.append(record)
     summary.head_hash = prev_hash
     if summary.events == 0:
-        raise ExportError(0, "the file holds no events")
-    for number, data, origin in checkpoints:
-        signed = hashes.get(data["head_position"]) if origin is None else origin_hashes.get((data["ledger_id"], data["head_position"]))
-        if signed != data["head_hash"]:
-            raise ExportError(number, f"checkpoint of position {data['head_position']} does not match the history in the file")
-        if check_signature is not None and not check_signature(data):
-            raise ExportError(number, "checkpoint signature does not verify")
+        raise ExportError(None, "the file holds no events")
+    for number, data, origin, position in checkpoints:
+        summary.signed.append(_check_checkpoint(number, data, origin, position, summary.ledger_id, hashes, origin_hashes))
         summary.checkpoints += 1
     return summary
+
+
+def _check_checkpoint(number: int, data: dict, origin: dict | None, position: int, ledger_id: str | None,
+                      hashes: dict[int, str], origin_hashes: dict[tuple[str, int], str]) -> Signed:
+    try:
+        named, head_position, head_hash = data["ledger_id"], data["head_position"], data["head_hash"]
+        public_key, signature = data["public_key"], data["signature"]
+    except (KeyError, TypeError):
+        raise ExportError(number, "checkpoint payload lacks ledger_id, head_position, head_hash, public_key or signature") from None
+    if origin is None and named != ledger_id:
+        raise ExportError(number, f"checkpoint names ledger {named}, not this file's ledger {ledger_id}")
+    signed = hashes.get(head_position) if origin is None else origin_hashes.get((named, head_position))
+    if signed != head_hash:
+        raise ExportError(number, f"checkpoint of position {head_position} does not match the history in the file")
+    if not signature_valid(public_key, signature, named, head_position, head_hash):
+        raise ExportError(number, "checkpoint signature does not verify")
+    return Signed(where=f"line {number}", ledger_id=named, at=position if origin is None else origin["position"],
+                  local=position, head_position=head_position, public_key=public_key, own=origin is None)
+
+
+def require_signed_head(summary: ExportSummary, trusted: set[str], how_to_trust: str = HOW_TO_TRUST) -> None:
+    """Every checkpoint by an unknown key must be covered by a trusted one, and the file's last
+    line must be its own ledger's checkpoint of the line before, by a trusted key: without that,
+    anyone could have written or extended the file."""
+    uncovered = first_uncovered(summary.signed, trusted)
+    if uncovered is not None:
+        raise ExportError(uncovered.local, untrusted_message(uncovered, how_to_trust))
+    last = summary.signed[-1] if summary.signed else None
+    if last is None or not (last.own and last.local == summary.events and last.head_position == summary.events - 1):
+        raise ExportError(summary.events, "the file does not end with a signed checkpoint of its own last event: "
+                                          "nothing shows who wrote it; export it again with `manage.py ledger export` "
+                                          "(which signs the head)")
+    if last.public_key not in trusted:
+        raise ExportError(last.local, untrusted_message(last, how_to_trust))
+    summary.signed_head = last
+    summary.covered_unknown = len(covered_unknown(summary.signed, trusted))
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("file", help="a JSON Lines export written by `manage.py ledger export`")
+    parser.add_argument("--trusted-keys", type=Path, default=DEFAULT_KEYS_FILE, metavar="KEYS_FILE",
+                        help=f"public keys to trust, one base64 key a line (default: {DEFAULT_KEYS_FILE})")
+    parser.add_argument("--key", action="append", default=[], metavar="BASE64",
+                        help="one more public key to trust (repeatable)")
     args = parser.parse_args(argv)
     try:
-        with open(args.file, encoding="utf-8") as handle:
-            summary = verify_export(handle)
+        trusted = trusted_keys(args.key, [args.trusted_keys])
+    except (OSError, TrustError) as exc:
+        print(f"FAILED: cannot read the trusted keys: {exc}", file=sys.stderr)
+        return 2
+    try:
+        summary = verify_export(read_export(Path(args.file)))
+        require_signed_head(summary, trusted)
     except OSError as exc:
         print(f"FAILED: cannot read {args.file}: {exc}", file=sys.stderr)
         return 2

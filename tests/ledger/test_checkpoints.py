@@ -3,7 +3,8 @@ import base64
 import pytest
 from django.test import override_settings
 
-from ledger.checkpoints import public_key_text, sign_checkpoint, signature_valid, signing_key
+from ledger.checkpoints import public_key_text, sign_checkpoint, signing_key
+from ledger.trust import fingerprint, signature_valid
 from ledger.errors import LedgerError
 from ledger.services import NewEvent, append
 from ledger.verification import verify_ledger
@@ -42,7 +43,9 @@ def test_a_checkpoint_by_an_untrusted_key_fails_verify(ledger):
     with override_settings(LEDGER_SIGNING_KEY=OTHER_SEED):
         sign_checkpoint("user:mallory")
     report = verify_ledger()
-    assert not report.ok and "neither the signing key nor in LEDGER_TRUSTED_PUBLIC_KEYS" in report.problem
+    other = public_key_text(_key(OTHER_SEED))
+    assert not report.ok and f"is signed by key {fingerprint(other)} ({other}), which is not trusted here" in report.problem
+    assert "add it to LEDGER_TRUSTED_PUBLIC_KEYS" in report.problem
     with override_settings(LEDGER_TRUSTED_PUBLIC_KEYS=[public_key_text(_key(OTHER_SEED))]):
         assert verify_ledger().ok
 

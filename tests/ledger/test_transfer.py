@@ -9,7 +9,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from ledger.checkpoints import sign_checkpoint
+from ledger.checkpoints import public_key_text, sign_checkpoint, signing_key
 from ledger.errors import LedgerError
 from ledger.models import Event, KnownLedger
 from ledger.services import append, initialise_ledger
@@ -38,10 +38,16 @@ def write(path, records) -> None:
     path.write_text("".join(json.dumps(r) + "\n" for r in records))
 
 
-def run_standalone(path) -> subprocess.CompletedProcess:
-    """Run the verifier with Django made unimportable, as on a machine without it."""
-    code = "import sys; sys.modules['django'] = None; from ledger.verify_export import main; sys.exit(main([sys.argv[1]]))"
-    return subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=60)
+def run_standalone(path, *options: str) -> subprocess.CompletedProcess:
+    """Run the verifier with Django made unimportable, as on a machine without it, trusting the
+    key this test session signs with (`--key`) unless told otherwise."""
+    code = "import sys; sys.modules['django'] = None; from ledger.verify_export import main; sys.exit(main(sys.argv[1:]))"
+    options = options or ("--key", own_key())
+    return subprocess.run([sys.executable, "-c", code, str(path), *options], capture_output=True, text=True, timeout=60)
+
+
+def own_key() -> str:
+    return public_key_text(signing_key())
 
 
 def test_export_holds_every_event_with_its_hashes(export_file):
@@ -54,6 +60,7 @@ def test_standalone_verifier_accepts_an_intact_export_without_django(export_file
     result = run_standalone(export_file)
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("OK: ledger ") and "5 events" in result.stdout and "1 checkpoints match (signatures verified)" in result.stdout
+    assert "head #4 signed by trusted key ed25519:" in result.stdout
 
 
 @pytest.mark.parametrize(

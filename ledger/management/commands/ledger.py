@@ -1,4 +1,4 @@
-"""`manage.py ledger <action>`: init, status, verify, rebuild, checkpoint, export, import."""
+"""`manage.py ledger <action>`: init, status, verify, rebuild, checkpoint, export, import, restore."""
 from __future__ import annotations
 
 import getpass
@@ -13,7 +13,8 @@ from ledger import selectors
 from ledger.checkpoints import sign_checkpoint
 from ledger.errors import LedgerError
 from ledger.services import initialise_ledger
-from ledger.transfer import export_ledger, import_ledger
+from ledger.transfer import export_ledger, import_ledger, restore_ledger
+from ledger.trust import fingerprint
 from ledger.verification import rebuild_projections, request_verification, run_verification
 
 
@@ -22,7 +23,7 @@ def default_actor() -> str:
 
 
 class Command(BaseCommand):
-    help = "Operate the event ledger: init, status, verify, rebuild, checkpoint, export, import."
+    help = "Operate the event ledger: init, status, verify, rebuild, checkpoint, export, import, restore."
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("--actor", default=default_actor(), help="who is acting (recorded in events)")
@@ -31,12 +32,17 @@ class Command(BaseCommand):
         init.add_argument("--name", default="ForgeStencil Ledger")
         actions.add_parser("status", help="head, counts and last verification, as JSON")
         actions.add_parser("verify", help="recompute hashes, check chain and checkpoints, replay projections")
-        actions.add_parser("rebuild", help="drop every projection and replay all events into it")
+        rebuild = actions.add_parser("rebuild", help="drop every projection and replay all events into it "
+                                                     "(refused while the witness or projections show missing events)")
+        rebuild.add_argument("--override-tail-check", metavar="REASON",
+                             help="rebuild even so; the reason is logged to var/witness/overrides.jsonl")
         actions.add_parser("checkpoint", help="sign the current head with the Ed25519 key")
-        export = actions.add_parser("export", help="write every event with its hashes as JSON Lines")
+        export = actions.add_parser("export", help="sign the head, then write every event up to it with its hashes as JSON Lines")
         export.add_argument("--out", required=True, help="output file (- for standard output)")
-        imp = actions.add_parser("import", help="verify a JSON Lines export, then append its events")
+        imp = actions.add_parser("import", help="verify a JSON Lines export and its trusted signed head, then append its events")
         imp.add_argument("file")
+        restore = actions.add_parser("restore", help="make an empty database hold an exported ledger itself, event for event")
+        restore.add_argument("file")
 
     def handle(self, *args, **options) -> None:
         action = options["action"]
@@ -64,24 +70,25 @@ class Command(BaseCommand):
 
     def do_rebuild(self, options) -> None:
         started = time.monotonic()
-        position = rebuild_projections(progress=lambda p: self.stderr.write(f"  replayed {p:,} events…"))
+        position = rebuild_projections(progress=lambda p: self.stderr.write(f"  replayed {p:,} events…"),
+                                       override=options["override_tail_check"], actor=options["actor"])
         self.stdout.write(f"rebuilt all projections from {position} events [{time.monotonic() - started:.2f}s]")
 
     def do_checkpoint(self, options) -> None:
         event = sign_checkpoint(options["actor"])
         self.stdout.write(
             f"checkpoint #{event.position}: head #{event.data['head_position']} {event.data['head_hash'][:16]}… "
-            f"signed by {event.data['public_key']}"
+            f"signed by {fingerprint(event.data['public_key'])} ({event.data['public_key']})"
         )
 
     def do_export(self, options) -> None:
         out = options["out"]
         if out == "-":
-            count = export_ledger(self.stdout)
+            count = export_ledger(self.stdout, options["actor"])
         else:
             with open(out, "w", encoding="utf-8") as handle:
-                count = export_ledger(handle)
-            self.stderr.write(f"exported {count} events to {out}")
+                count = export_ledger(handle, options["actor"])
+            self.stderr.write(f"exported {count} events to {out}, the last one the checkpoint of the head")
 
     def do_import(self, options) -> None:
         path = Path(options["file"])
@@ -89,3 +96,10 @@ class Command(BaseCommand):
             raise CommandError(f"{path}: no such file")
         fresh, present = import_ledger(path, options["actor"])
         self.stdout.write(f"imported {fresh} events from {path} ({present} already present)")
+
+    def do_restore(self, options) -> None:
+        path = Path(options["file"])
+        if not path.is_file():
+            raise CommandError(f"{path}: no such file")
+        count = restore_ledger(path)
+        self.stdout.write(f"restored {count} events from {path}; `ledger verify` checks them against the witness")
