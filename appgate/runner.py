@@ -1,15 +1,15 @@
 """Building and running an application's two variants: the gate's hands, free of Django.
 
-Every command is an argument list (no shell), run with a time limit in a scratch folder; a
-timeout or a crash is an outcome, never a hang. Correctness is the program's own verdict
-(`builtin`) or a comparison of the two variants' outputs (`same_program_output_diff`,
-`cross_variant_stdout`), checked on every run, timed runs included.
+Every command is an argument list (no shell), run with a time limit in the sandbox of
+measurement.harness.sandbox (another uid, no network, the allow-listed environment, writing only
+its own folder of the scratch); a timeout or a crash is an outcome, never a hang. Correctness is
+the program's own verdict (`builtin`) or a comparison of the two variants' outputs
+(`same_program_output_diff`, `cross_variant_stdout`), checked on every run, timed runs included.
 """
 from __future__ import annotations
 
 import hashlib
 import math
-import os
 import re
 import shlex
 import shutil
@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import patterns
+from measurement.harness import buildcache, sandbox
+
 from .manifest import LoadedManifest
 
 VARIANTS = ("baseline", "candidate")
@@ -70,8 +72,11 @@ def substitute(template: str, values: dict[str, str]) -> list[str]:
     return out
 
 
-def _environment(loaded: LoadedManifest, variant: str) -> dict[str, str]:
-    env = dict(os.environ)
+def _environment(loaded: LoadedManifest, variant: str, home: Path) -> dict[str, str]:
+    """The sandbox's allow-listed environment (nothing of the service's: no DATABASE_URL, broker,
+    keys) with HOME and TMPDIR in the command's own folder, and the manifest's switch variable."""
+    env = {k: v for k, v in sandbox.child_environment().items() if k != buildcache.CACHE_ENV}
+    env.update(HOME=str(home), TMPDIR=str(home))
     switch = loaded.manifest.switch
     if switch.kind == "env":
         env[switch.name] = switch.candidate if variant == "candidate" else switch.baseline
@@ -93,17 +98,39 @@ def patched_source(loaded: LoadedManifest, files: dict[str, str], scratch: Path)
     return tree
 
 
+def _confined(command: list[str], cwd: Path, env: dict[str, str], timeout: float, writable: Path,
+              readable: list[Path]) -> subprocess.CompletedProcess:
+    """One build or run in the sandbox (measurement.harness.sandbox.command): it writes only to
+    `writable` (its own folder: a candidate cannot touch the baseline's binary or outputs),
+    reads `readable` besides the read-only system, has no network, runs as another uid with
+    rlimits, and everything it started is killed when it ends or times out."""
+    sandbox.hand_over(writable)
+    argv = sandbox.command(command, timeout, str(cwd), writable=[str(writable)], readable=[str(p) for p in readable])
+    return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def _sandbox_copy(source_dir: Path, target: Path) -> Path:
+    """A copy of a source folder that the sandbox's uid can read, whatever the original's modes
+    (a manifest's folder may be private to the service user); made once per target."""
+    if not target.exists():
+        shutil.copytree(source_dir, target, symlinks=True)
+        sandbox.hand_over(target)
+    return target
+
+
 def build(loaded: LoadedManifest, variant: str, scratch: Path, source_dir: Path | None = None) -> BuildResult:
-    """Build one variant from `source_dir` (default: the manifest's source folder)."""
+    """Build one variant from a copy of `source_dir` (default: the manifest's source folder) in a
+    folder of its own in `scratch`, the only place the build may write."""
     m = loaded.manifest
-    source_dir = source_dir or loaded.source_dir
-    binary = scratch / f"{m.name}-{variant}"
-    values = {"out": str(binary), "src": str(source_dir), "workdir": str(scratch), "switch": _switch_value(loaded, variant)}
+    folder = scratch / f"build-{variant}"
+    folder.mkdir(parents=True, exist_ok=True)
+    source_dir = _sandbox_copy(source_dir or loaded.source_dir, folder / "src")
+    binary = folder / f"{m.name}-{variant}"
+    values = {"out": str(binary), "src": str(source_dir), "workdir": str(folder), "switch": _switch_value(loaded, variant)}
     command = substitute(m.build.command, values)
     started = time.perf_counter()
     try:
-        done = subprocess.run(command, cwd=source_dir, env=_environment(loaded, variant), capture_output=True,
-                              text=True, timeout=m.build.timeout_s)
+        done = _confined(command, source_dir, _environment(loaded, variant, folder), m.build.timeout_s, folder, [])
     except subprocess.TimeoutExpired as error:
         return BuildResult(variant, False, command, time.perf_counter() - started, f"build timed out after {error.timeout:g} s")
     except OSError as error:
@@ -120,7 +147,8 @@ def run(loaded: LoadedManifest, variant: str, binary: Path, dataset, scratch: Pa
     m = loaded.manifest
     workdir = scratch / f"run-{variant}-{dataset.name}"
     workdir.mkdir(parents=True, exist_ok=True)
-    values = {"out": str(binary), "src": str(loaded.source_dir), "workdir": str(workdir), "args": dataset.args,
+    source = _sandbox_copy(loaded.source_dir, scratch / "source")
+    values = {"out": str(binary), "src": str(source), "workdir": str(workdir), "args": dataset.args,
               "switch": _switch_value(loaded, variant)}
     command = substitute(m.run.command, values)
     output_file = workdir / m.correctness.output_file if m.correctness.mode == "same_program_output_diff" else None
@@ -128,14 +156,15 @@ def run(loaded: LoadedManifest, variant: str, binary: Path, dataset, scratch: Pa
         output_file.unlink()  # never judge a stale output
     started = time.perf_counter()
     try:
-        done = subprocess.run(command, cwd=workdir, env=_environment(loaded, variant), capture_output=True, text=True,
-                              timeout=m.run.timeout_s)
+        done = _confined(command, workdir, _environment(loaded, variant, workdir), m.run.timeout_s, workdir, [binary, source])
     except subprocess.TimeoutExpired as error:
         return RunResult(False, None, time.perf_counter() - started, "", problem=f"timed out after {error.timeout:g} s")
     wall = time.perf_counter() - started
     result = RunResult(done.returncode == 0, done.returncode, wall, done.stdout)
     if done.returncode != 0:
-        result.problem = f"exit status {done.returncode}" + (f" (signal {-done.returncode})" if done.returncode < 0 else "")
+        code = done.returncode  # a signal: negative from a bare process, 128 + N through bwrap
+        signal_number = -code if code < 0 else (code - 128 if code > 128 and not sandbox.unsafe() else 0)
+        result.problem = f"exit status {done.returncode}" + (f" (signal {signal_number})" if signal_number else "")
     if output_file is not None:
         result.output_text = output_file.read_text(errors="replace") if output_file.is_file() else None
     return result

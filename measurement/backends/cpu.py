@@ -1,8 +1,9 @@
 """The CPU backend: C kernels compiled with the system compiler and run through ctypes.
 
 * Kernels (straightforward, candidates, prior bests) are compiled with
-  `cc -O3 -march=native -fopenmp -fPIC -shared -std=c11` into shared libraries cached by the
-  hash of compiler, flags and source, and loaded with ctypes (calls release the GIL).
+  `cc -O3 -march=native -fopenmp -fPIC -shared -std=c11` into shared libraries of the
+  content-addressed build cache (measurement.harness.buildcache), checked against their
+  recorded digest on every load, and loaded with ctypes (calls release the GIL).
 * Arrays live in anonymous mmap'd memory so that a PROT_NONE guard page can sit right after
   (`guard="end"`) or right before (`guard="start"`) each array.
 * A small harness library (compiled the same way) sets the OpenMP thread count, flushes the
@@ -10,37 +11,35 @@
   one libgomp, so `omp_set_num_threads` there applies to kernels too.
 * Baselines: "straightforward" (measurement.harness.codegen), "scipy.ndimage" (correlate with
   a weight array; single-threaded; f16 computed in f32) and "pystencils" where it is
-  importable (pystencils 2.0 JIT, OpenMP; f16 computed in f32).
+  importable (pystencils 2.0 JIT, OpenMP; f16 computed in f32), its modules built through the
+  same cache instead of pystencils' per-user object cache, which nothing verifies.
 
 Nothing here imports Django: this module runs inside harness child processes.
 """
 from __future__ import annotations
 
 import ctypes
-import hashlib
+import importlib.machinery
 import importlib.util
 import mmap
 import os
 import platform
 import shutil
-import subprocess
-import tempfile
 import time
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cache, cached_property
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from measurement.harness import codegen
+from measurement.harness import buildcache, codegen
 from measurement.harness.cases import Case
 
 from .base import CompileError, Kernel, Variant, fill_output_poison
 
 COMPILER = os.environ.get("FORGESTENCIL_CC", "cc")
 CFLAGS = ("-O3", "-march=native", "-fopenmp", "-fPIC", "-shared", "-std=c11")
-COMPILE_TIMEOUT_S = 300
 FALLBACK_LLC_BYTES = 64 * 1024 * 1024
 PAGE = mmap.PAGESIZE
 PROT_NONE = 0
@@ -92,70 +91,62 @@ def create() -> "CpuBackend":
 # ---------------------------------------------------------------- compiling
 
 
-def _cache_dir() -> Path:
-    root = os.environ.get("FORGESTENCIL_CPU_CACHE") or os.path.join(tempfile.gettempdir(), f"forgestencil-cpu-{os.getuid()}")
-    path = Path(root)
-    path.mkdir(parents=True, exist_ok=True)
-    return path
-
-
-_compiler_version_cache: dict[str, str] = {}
-
-
 def compiler_version() -> str:
     """First line of `cc --version` (the string that goes into describe() and the cache key)."""
-    if COMPILER not in _compiler_version_cache:
-        try:
-            done = subprocess.run([COMPILER, "--version"], capture_output=True, text=True, timeout=30)
-            line = (done.stdout or done.stderr).splitlines()[0].strip() if (done.stdout or done.stderr) else ""
-        except (OSError, subprocess.TimeoutExpired) as error:
-            line = f"unavailable ({error})"
-        _compiler_version_cache[COMPILER] = line
-    return _compiler_version_cache[COMPILER]
+    return buildcache.compiler_version(COMPILER)
 
 
-def _machine_key() -> str:
-    """CPU model and flags: a library built with -march=native is only reused on the same kind of CPU."""
-    text = _read("/proc/cpuinfo") or ""
-    wanted = [line for line in text.splitlines() if line.startswith(("model name", "flags"))][:2]
-    return hashlib.sha256("\n".join(wanted).encode()).hexdigest()
+C_KERNEL = buildcache.Recipe("c", (COMPILER, *CFLAGS), ".c", after=("-lm",))
+buildcache.register("c", lambda: C_KERNEL)
 
 
 def compile_shared(source: str) -> Path:
-    """Compile C source into a shared library (cached by hash); CompileError with the compiler's output."""
-    key = hashlib.sha256("\0".join([compiler_version(), COMPILER, *CFLAGS, _machine_key(), source]).encode()).hexdigest()[:32]
-    directory = _cache_dir()
-    library = directory / f"k_{key}.so"
-    if library.exists():
-        return library
-    with tempfile.TemporaryDirectory(dir=directory, prefix="build-") as build:
-        src = Path(build) / "kernel.c"
-        src.write_text(source)
-        out = Path(build) / "kernel.so"
-        try:
-            done = subprocess.run(
-                [COMPILER, *CFLAGS, "-o", str(out), str(src), "-lm"],
-                capture_output=True,
-                text=True,
-                timeout=COMPILE_TIMEOUT_S,
-            )
-        except subprocess.TimeoutExpired:
-            raise CompileError(f"compilation took longer than {COMPILE_TIMEOUT_S} s") from None
-        except OSError as error:
-            raise CompileError(f"could not run the compiler {COMPILER!r}: {error}") from None
-        if done.returncode != 0 or not out.exists():
-            message = (done.stderr or done.stdout or "").replace(str(src), "kernel.c").strip()
-            raise CompileError(message or f"{COMPILER} exited with status {done.returncode}")
-        os.replace(out, library)  # atomic: concurrent processes may compile the same source
-    return library
+    """Compile C source into a shared library of the build cache (measurement.harness.buildcache:
+    keyed by source, flags, compiler, machine and harness version; inside the sandbox compiled
+    by the broker in a confined child); CompileError with the compiler's output."""
+    return buildcache.obtain(C_KERNEL, source)
+
+
+@cache
+def _pystencils_recipe() -> buildcache.Recipe:
+    from pystencils.jit import CpuJit
+
+    jit = CpuJit(objcache=None)
+    return buildcache.Recipe("pystencils", (jit._cxx, *jit._cxx_fixed_flags), ".cpp")
+
+
+buildcache.register("pystencils", _pystencils_recipe)
+
+
+def _pystencils_jit():
+    """pystencils' CPU JIT with the build cache in place of its object cache (~/.cache/pystencils,
+    writable by anything running as the service user, and trusted there by file name)."""
+    from pystencils.jit import CpuJit
+
+    class CachedCpuJit(CpuJit):
+        def compile(self, kernel):
+            name = f"{kernel.name}_jit"
+            code = self._ext_module_builder.render_module(kernel, name)
+            path = buildcache.obtain(_pystencils_recipe(), code)
+            location = buildcache.loadable(path)
+            loader = importlib.machinery.ExtensionFileLoader(name, location)
+            spec = importlib.util.spec_from_file_location(name, location, loader=loader)
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            return self._ext_module_builder.get_wrapper(kernel, module)
+
+    return CachedCpuJit(objcache=None)
 
 
 _loaded: dict[Path, ctypes.CDLL] = {}
 
 
 def load_library(path: Path) -> ctypes.CDLL:
+    """Load a cached library through the very descriptor whose content was checked against the
+    cache's record (compile_shared rebuilds a swapped file it finds; one swapped between that
+    and this load is refused with CompileError)."""
     if path not in _loaded:
-        _loaded[path] = ctypes.CDLL(str(path))
+        _loaded[path] = ctypes.CDLL(buildcache.loadable(path))
     return _loaded[path]
 
 
@@ -380,6 +371,7 @@ class PystencilsBaseline:
             expression = a.center * expression
         config = ps.CreateKernelConfig(target=ps.Target.CPU, default_dtype=dtype, ghost_layers=ghost_layers)
         config.cpu.openmp.enable = True
+        config.jit = _pystencils_jit()
         return ps.create_kernel(ps.Assignment(dst.center, expression), config).compile()
 
     def run(self, buffers: CpuBuffers, coef: np.ndarray) -> None:

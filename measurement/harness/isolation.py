@@ -1,25 +1,35 @@
-"""Run harness work beside candidate code in a child process with a time limit.
+"""Run harness work beside candidate code in a sandboxed child process with a time limit.
 
-A kernel that segfaults, hangs or corrupts the CUDA context costs one verdict: the child
-dies or is killed, the parent reports why, and the worker carries on.
+A kernel that segfaults, hangs or corrupts the CUDA context costs one verdict: the child dies or
+is killed, the parent reports why, and the worker carries on. A kernel that attacks costs one
+verdict too: the child is confined (measurement.harness.sandbox: no secrets in its view or
+environment, no network, another uid, rlimits) and everything it started dies with it.
 
-Children are forked from a forkserver that has already imported the heavy, fork-safe modules
-(numpy, the harness, and where installed cupy, torch, pystencils/sympy): a fresh process per
-child as before, but without paying ~10 s of imports each time (torch 5.6 s and pystencils
-4.3 s on the device machine, docs/benchmarks/gate_profile_h200.json). Nothing in the server
-touches CUDA, so every child still creates its own context. A child gets the parent's
-environment and working directory as they are at the call, not as they were when the server
-started.
+Children are forked by a server that has already imported the heavy, fork-safe modules (numpy,
+the harness, and where installed cupy, torch, pystencils/sympy): a fresh process per child,
+without paying ~10 s of imports each time (torch 5.6 s and pystencils 4.3 s on the device
+machine, docs/benchmarks/gate_profile_h200_spawn.json). Nothing in the server touches CUDA, so
+every child still creates its own context. The server is a plain subprocess, not a
+multiprocessing child, so a daemonic process (a Celery prefork worker) can use it too. A child
+gets the allow-listed part of the caller's environment at the call; its working directory is
+its private scratch.
 """
 from __future__ import annotations
 
-import importlib.util
-import multiprocessing
+import json
 import os
+import pickle
+import select
 import signal
-import traceback
+import socket
+import time
 from dataclasses import dataclass
 from typing import Any, Callable
+
+from measurement.harness import sandbox
+from measurement.harness.framing import load_result, read_frame, split_frame
+from measurement.harness.sandbox import SandboxUnavailable  # noqa: F401  (callers catch it from here)
+from measurement.harness.sandbox_server import RESULT_LIMIT
 
 
 @dataclass(frozen=True)
@@ -30,62 +40,57 @@ class Isolated:
     kind: str = ""  # "" | "exception" | "crashed" | "timeout"
 
 
-PRELOAD = ("numpy", "measurement.harness.protocol", "measurement.harness.session_info", "cupy", "torch",
-           "pystencils", "sympy")
-_context = None
+def describe() -> dict:
+    """How children are isolated here: recorded with every measurement (services.measure)."""
+    return sandbox.describe()
 
 
-def _forkserver():
-    global _context
-    if _context is None:
-        context = multiprocessing.get_context("forkserver")
-        context.set_forkserver_preload([name for name in PRELOAD if importlib.util.find_spec(name) is not None])
-        _context = context
-    return _context
-
-
-def _child(connection, function: Callable, args: tuple, environment: dict[str, str], directory: str) -> None:
-    os.environ.clear()
-    os.environ.update(environment)
-    os.chdir(directory)
-    try:
-        connection.send(("ok", function(*args)))
-    except BaseException as exc:  # report everything: the child is disposable
-        connection.send(("exception", (type(exc).__name__, str(exc), traceback.format_exc(limit=6))))
-    finally:
-        connection.close()
+def _answer(connection: socket.socket, timeout: float) -> tuple[dict, bytes] | None:
+    """The intermediate's header and the child's raw answer; None at the time limit."""
+    ready, _, _ = select.select([connection], [], [], timeout)
+    if not ready:
+        return None
+    fd = connection.fileno()
+    header = read_frame(fd, 1 << 16)
+    body = read_frame(fd, RESULT_LIMIT + 64) if header is not None else None
+    if header is None or body is None:
+        return {"exit": None, "lost": True}, b""
+    return json.loads(header), body
 
 
 def run_isolated(function: Callable, args: tuple, timeout: float) -> Isolated:
-    """Call `function(*args)` in a fresh process forked from the forkserver (never from this
-    process: CUDA does not survive a fork, and the parent may hold threads)."""
-    context = _forkserver()
-    receiver, sender = context.Pipe(duplex=False)
-    process = context.Process(target=_child, args=(sender, function, args, dict(os.environ), os.getcwd()), daemon=True)
-    process.start()
-    sender.close()
+    """Call `function(*args)` in a fresh sandboxed child (never in this process: CUDA does not
+    survive a fork, the parent may hold threads, and the candidate must not reach the parent).
+    SandboxUnavailable when there is no sandbox and no explicit opt-out."""
+    call = pickle.dumps((function, args), protocol=5)
+    header = {"environment": sandbox.child_environment(), "cpu_seconds": timeout * (os.cpu_count() or 1) + 30}
+    started = time.monotonic()
+    connection = sandbox.server().submit(header, call)
     try:
-        if receiver.poll(timeout):
-            try:
-                status, value = receiver.recv()
-            except EOFError:
-                status, value = "crashed", None
-        else:
-            status, value = "timeout", None
+        answer = _answer(connection, max(0.0, timeout - (time.monotonic() - started)))
     finally:
-        if status == "timeout" or process.is_alive():
-            process.join(1 if status != "timeout" else 0)
-            if process.is_alive():
-                process.kill()
-        process.join()
-        receiver.close()
-    if status == "ok":
-        return Isolated(True, value)
-    if status == "exception":
+        connection.close()  # at the time limit this is what kills the child and its namespace
+    if answer is None:
+        return Isolated(False, error=f"timed out after {timeout:g} s", kind="timeout")
+    info, raw = answer
+    payload = split_frame(raw)
+    if payload is not None and not info.get("overflow"):
+        try:
+            status, value = load_result(payload)
+        except Exception as exc:  # what a broken or hostile child sent: not a result
+            return Isolated(False, error=f"harness child sent an unreadable answer ({type(exc).__name__}: {exc})",
+                            kind="crashed", value=info.get("exit"))
+        if status == "ok":
+            return Isolated(True, value)
         name, message, trace = value
         return Isolated(False, error=f"{name}: {message}", kind="exception", value=(name, message, trace))
-    if status == "timeout":
-        return Isolated(False, error=f"timed out after {timeout:g} s", kind="timeout")
-    code = process.exitcode
-    reason = f"killed by {signal.Signals(-code).name}" if code is not None and code < 0 else f"exited with status {code}"
+    code = info.get("exit")
+    if info.get("lost"):
+        reason = "was lost with the sandbox server"
+    elif info.get("overflow"):
+        reason = f"sent more than {RESULT_LIMIT} bytes"
+    elif code is not None and code < 0:
+        reason = f"killed by {signal.Signals(-code).name}"
+    else:
+        reason = f"exited with status {code}"
     return Isolated(False, error=f"harness child {reason}", kind="crashed", value=code)

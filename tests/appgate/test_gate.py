@@ -90,6 +90,7 @@ def test_the_gate_times_every_dataset_and_headlines_the_geometric_mean(ledger, t
 ])
 def test_a_broken_candidate_is_a_verdict_before_any_timing(ledger, tmp_path, monkeypatch, broken, reason, detail):
     monkeypatch.setenv("BROKEN_AT", broken)
+    monkeypatch.setenv("FORGESTENCIL_SANDBOX_PASS_ENV", "BROKEN_AT")  # the sandbox passes nothing else unasked
     path = smooth_app(tmp_path, run={"command": "{out} {args}", "timeout_s": 2})
     outcome = run_gate(path, "user:test", QUICK)
     assert outcome.verdict == "rejected" and outcome.reasons == [reason] and detail in outcome.detail
@@ -112,6 +113,7 @@ def test_a_rerun_that_fails_retracts_the_standing_result(ledger, tmp_path, monke
     if first.verdict != "admitted":
         pytest.skip(f"the pointer swap did not clear the floor on this machine this time: {first.detail}")
     monkeypatch.setenv("BROKEN_AT", "wrong")
+    monkeypatch.setenv("FORGESTENCIL_SANDBOX_PASS_ENV", "BROKEN_AT")
     outcome, revision = rerun("smooth", "user:reviewer", QUICK)
     assert outcome.verdict == "rejected" and revision.type == "ResultRetracted"
     assert revision.data["revises"] == str(first.verdict_event.event_id)

@@ -35,11 +35,12 @@ def seal(cases: list[str], source: str) -> None:
     assert {c.case for c in MapCell.objects.all()} >= set(cases)
 
 
-def toggled(toggle: Path) -> str:
-    """HONEST, but doubling its output while the file `toggle` exists (a broken update after admission)."""
-    body = HONEST.replace("#include <stddef.h>", "#include <stddef.h>\n#include <unistd.h>")
+def toggled(toggle: str) -> str:
+    """HONEST, but doubling its output while the environment variable `toggle` is set (a broken
+    update after admission); the sandbox passes it to kernels when FORGESTENCIL_SANDBOX_PASS_ENV names it."""
+    body = HONEST.replace("#include <stddef.h>", "#include <stddef.h>\n#include <stdlib.h>")
     marker = "    const float c0 = (float)coef[0], c1 = (float)coef[1];\n"
-    body = body.replace(marker, marker + f'    const float scale = access("{toggle}", F_OK) == 0 ? 2.0f : 1.0f;\n', 1)
+    body = body.replace(marker, marker + f'    const float scale = getenv("{toggle}") != NULL ? 2.0f : 1.0f;\n', 1)
     return body.replace("                y[i] = ", "                y[i] = scale * ", 1)
 
 
@@ -118,15 +119,17 @@ def test_an_unsealed_shape_is_served_by_the_nearest_sealed_shape_of_its_type_and
         lookup("box_1/64x64x64/f32", "cpu")
 
 
-def test_a_retracted_result_is_never_served_for_its_case_or_as_a_neighbour(ledger, speed_rule_lifted, tmp_path):
-    toggle = tmp_path / "toggle"
+def test_a_retracted_result_is_never_served_for_its_case_or_as_a_neighbour(ledger, speed_rule_lifted, monkeypatch):
+    toggle = "TEST_KERNEL_TOGGLE"
+    monkeypatch.setenv("FORGESTENCIL_SANDBOX_PASS_ENV", toggle)
+    monkeypatch.delenv(toggle, raising=False)
     broken_later = toggled(toggle)
     seal([CASE], broken_later)
     cell = MapCell.objects.get(case=CASE)
     assert lookup(CASE, "cpu").source_hash == cell.source_hash
     assert lookup("star_1/20x20x20/f32", "cpu").cell == cell.key
 
-    toggle.write_text("")
+    monkeypatch.setenv(toggle, "1")
     rerun, revision = rerun_gate(CASE, "cpu", "user:reviewer", QUICK)
     assert revision is not None and revision.type == "ResultRetracted", rerun.detail
     for case in (CASE, "star_1/20x20x20/f32"):

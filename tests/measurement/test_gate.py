@@ -53,24 +53,35 @@ def test_an_honest_kernel_is_judged_on_speed_alone(ledger):
     assert data["bound"]["name"] in ("straightforward", "scipy.ndimage", "pystencils")
 
 
-def toggled_kernel(toggle: Path, when_toggled: str) -> str:
-    """The honest kernel, changed by `when_toggled` while the file `toggle` exists: how a
-    driver or library update can change an admitted kernel's behaviour after admission."""
-    body = HONEST.replace("#include <stddef.h>", "#include <stddef.h>\n#include <unistd.h>")
+TOGGLE = "TEST_KERNEL_TOGGLE"
+
+
+def toggled_kernel(when_toggled: str) -> str:
+    """The honest kernel, changed by `when_toggled` while TOGGLE is set in the environment the
+    sandbox passes to kernels (toggle_later): how a driver or library update can change an
+    admitted kernel's behaviour after admission."""
+    body = HONEST.replace("#include <stddef.h>", "#include <stddef.h>\n#include <stdlib.h>")
     marker = "    const float c0 = (float)coef[0], c1 = (float)coef[1];\n"
-    return body.replace(marker, marker + f'    int toggled = access("{toggle}", F_OK) == 0;\n', 1).replace(
+    return body.replace(marker, marker + f'    int toggled = getenv("{TOGGLE}") != NULL;\n', 1).replace(
         "                y[i] = ", f"                y[i] = {when_toggled}", 1)
 
 
+def toggle_later(monkeypatch):
+    """What flips TOGGLE on; the sandbox passes only the variables it is told to (none of the service's)."""
+    monkeypatch.setenv("FORGESTENCIL_SANDBOX_PASS_ENV", TOGGLE)
+    monkeypatch.delenv(TOGGLE, raising=False)
+    return lambda: monkeypatch.setenv(TOGGLE, "1")
+
+
 @pytest.mark.one_database
-def test_a_rerun_that_fails_correctness_retracts_the_result(ledger, speed_rule_lifted, tmp_path):
-    toggle = tmp_path / "toggle"
-    kernel = Kernel(toggled_kernel(toggle, "(toggled ? 2.0f : 1.0f) * "), {"threads": 1})
+def test_a_rerun_that_fails_correctness_retracts_the_result(ledger, speed_rule_lifted, monkeypatch):
+    toggle = toggle_later(monkeypatch)
+    kernel = Kernel(toggled_kernel("(toggled ? 2.0f : 1.0f) * "), {"threads": 1})
     admitted = gate_candidate(CASE, "cpu", kernel, "agent:test", protocol=QUICK)
     assert admitted.verdict == "admitted"
     row = OperatorResult.objects.get(result=result_key("cpu", CASE))
     assert row.status == "admitted" and row.source == kernel.source and row.revisions == 0
-    toggle.write_text("")
+    toggle()
     rerun, revision = rerun_gate(CASE, "cpu", "user:reviewer", QUICK)
     assert rerun.verdict == "revised" and rerun.reasons == ["mismatch"]
     assert rerun.verdict_event.data["revises"] == str(admitted.verdict_event.event_id)
@@ -83,14 +94,14 @@ def test_a_rerun_that_fails_correctness_retracts_the_result(ledger, speed_rule_l
 
 
 @pytest.mark.one_database
-def test_a_rerun_that_is_much_slower_downgrades_the_result(ledger, speed_rule_lifted, tmp_path):
-    toggle = tmp_path / "toggle"
+def test_a_rerun_that_is_much_slower_downgrades_the_result(ledger, speed_rule_lifted, monkeypatch):
+    toggle = toggle_later(monkeypatch)
     # ~8 sin() per point while toggled: about 100x slower, far outside any noise of the bound.
     slow = "(toggled ? (float)(1.0 + 0.0 * (sin(i + 1.0) + sin(i + 2.0) + sin(i + 3.0) + sin(i + 4.0) + sin(i + 5.0) + sin(i + 6.0) + sin(i + 7.0) + sin(i + 8.0))) : 1.0f) * "
-    kernel = Kernel(toggled_kernel(toggle, slow).replace("#include <unistd.h>", "#include <unistd.h>\n#include <math.h>"), {"threads": 1})
+    kernel = Kernel(toggled_kernel(slow).replace("#include <stdlib.h>", "#include <stdlib.h>\n#include <math.h>"), {"threads": 1})
     admitted = gate_candidate(CASE, "cpu", kernel, "agent:test", protocol=QUICK)
     assert admitted.verdict == "admitted"
-    toggle.write_text("")
+    toggle()
     rerun, revision = rerun_gate(CASE, "cpu", "user:reviewer", QUICK)
     assert rerun.verdict == "reconfirmed"
     assert revision is not None and revision.type == "ResultDowngraded", rerun.detail
