@@ -13,6 +13,7 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
+from ledger.checkpoints import public_key_text, signing_key
 from ledger.selectors import stream_events
 from ledger.verification import verify_ledger
 from measurement import services
@@ -113,6 +114,8 @@ def test_matrix_rerun_writes_the_export_and_the_summary(two_admitted, recorded_r
     root = Path(settings.BASE_DIR)
     env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
     env["FORGESTENCIL_VAR_DIR"] = str(tmp_path / "var")
+    # the export is signed by this session's key; the child, with a key of its own, is told to trust it
+    env["LEDGER_TRUSTED_PUBLIC_KEYS"] = public_key_text(signing_key())
     out, summary_path = tmp_path / "rerun.jsonl", tmp_path / "rerun.json"
     done = subprocess.run(
         [sys.executable, "benchmarks/matrix_rerun.py", "--backend", "cpu", "--ledger", str(recorded_runs / f"{RECORDING}.jsonl"),
