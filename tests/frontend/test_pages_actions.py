@@ -132,14 +132,14 @@ def test_a_rerun_page_polls_its_progress_and_shows_the_outcome_and_history(forge
     rerun_id = RerunRow.objects.get().rerun
     assert response["Location"] == f"/reruns/{rerun_id}/"
     html = page(reviewer, response["Location"])
-    assert "queued" in html and f'data-url="/reruns/{rerun_id}/status/"' in html and "setInterval" in html
+    assert "queued" in html and f'data-url="/reruns/{rerun_id}/status/"' in html and 'src="/static/frontend/rerun.js"' in html
     fragment = reviewer.get(f"/reruns/{rerun_id}/status/")
-    assert fragment["X-Rerun-State"] == "queued" and "<html" not in fragment.content.decode()
+    assert fragment["X-Rerun-State"] == "queued" and fragment["X-Rerun-Done"] == "0" and "<html" not in fragment.content.decode()
     reruns.run_rerun(rerun_id)  # what the Celery task does
     fragment = reviewer.get(f"/reruns/{rerun_id}/status/")
     html = fragment.content.decode()
     status = reruns.rerun_status(rerun_id)
-    assert fragment["X-Rerun-State"] == "finished" and status["progress"]
+    assert fragment["X-Rerun-State"] == "finished" and fragment["X-Rerun-Done"] == "1" and status["progress"]
     assert all(line in html for line in status["progress"]) and status["history_line"] in html
     assert re.match(r"was \d+\.\d{3}× on \d{4}-\d\d-\d\d", status["history_line"])
     verdict = status["outcome"]["verdict_position"]
