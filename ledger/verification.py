@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import datetime, timezone as dt_timezone
+from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
 from django.db import connection, transaction
@@ -19,7 +20,7 @@ from django.utils import timezone
 from . import event_types, witness
 from .canonical import GENESIS_HASH, chain_hash
 from .checkpoints import HOW_TO_TRUST, trusted_public_keys
-from .errors import UnknownEventType
+from .errors import LedgerError, UnknownEventType
 from .models import Event, ProjectionState, VerificationRun
 from .projection_base import MemoryRows, registered
 from .records import RecordedEvent
@@ -38,6 +39,7 @@ class VerifyReport:
     events: int = 0
     checkpoints: int = 0
     covered_unknown: int = 0
+    witnessed: int = 0
     projections_compared: int = 0
     problem: str | None = None
     bad_position: int | None = None
@@ -48,13 +50,16 @@ class VerifyReport:
 
     def summary(self) -> str:
         if not self.ok:
-            return f"FAILED at position {self.bad_position}: {self.problem}"
+            where = "" if self.bad_position is None else f" at position {self.bad_position}"
+            return f"FAILED{where}: {self.problem}"
         text = (
             f"OK: {self.events} events, head #{self.head_position} {self.head_hash[:16]}…, "
             f"{self.checkpoints} checkpoints signed and matching, {self.projections_compared} projections identical on replay"
         )
         if self.covered_unknown:
             text += f"; {self.covered_unknown} checkpoints by keys not trusted here, each covered by a trusted one"
+        if self.witnessed:
+            text += f"; the chain reaches the {self.witnessed} signed heads witnessed outside the database"
         return text
 
 
@@ -139,7 +144,10 @@ def _check_row(row: tuple, expected_position: int, prev_hash: str) -> RecordedEv
     return event
 
 
-def verify_ledger(progress: Progress | None = None, replay: bool = True) -> VerifyReport:
+def verify_ledger(progress: Progress | None = None, replay: bool = True, held: Iterable[Path] = ()) -> VerifyReport:
+    """`held`: exports or witness-file copies kept elsewhere, whose signed heads the chain must
+    reach with the same hashes (what catches a rewrite by someone who also rewrote this host's
+    witness file)."""
     report = VerifyReport()
     scratch = {projection.name: MemoryRows() for projection in registered()}
     stream_versions: dict[str, int] = {}
@@ -151,7 +159,7 @@ def verify_ledger(progress: Progress | None = None, replay: bool = True) -> Veri
     handlers = _dispatch()
     outermost = not connection.in_atomic_block
     trusted = trusted_public_keys()
-    evidence = witness.evidence()  # before the snapshot: a checkpoint committed after it must not look missing
+    evidence = witness.evidence(held, trusted)  # before the snapshot: a checkpoint committed after it must not look missing
     try:
         with transaction.atomic():  # one consistent snapshot of the events and the projections
             if connection.vendor == "postgresql" and outermost:
@@ -181,6 +189,7 @@ def verify_ledger(progress: Progress | None = None, replay: bool = True) -> Veri
             tail = witness.tail_problem(evidence, position, trusted, _hash_at)
             if tail is not None:
                 raise _Failure(tail.position, tail.message())
+            report.witnessed = len(evidence.signed)
             if replay:
                 _compare_projections(scratch, position, report)
     except _Failure as failure:
@@ -272,13 +281,16 @@ def replay_projections(progress: Progress | None = None) -> int:
     return position
 
 
-def run_verification(run_id: int, progress: Progress | None = None) -> VerificationRun:
+def run_verification(run_id: int, progress: Progress | None = None, held: Iterable[Path] = ()) -> VerificationRun:
     """Carry out a queued VerificationRun; a finished one is returned unchanged (idempotent)."""
     run = VerificationRun.objects.get(pk=run_id)
     if run.status in (VerificationRun.Status.PASSED, VerificationRun.Status.FAILED):
         return run
     VerificationRun.objects.filter(pk=run_id).update(status=VerificationRun.Status.RUNNING)
-    report = verify_ledger(progress)
+    try:
+        report = verify_ledger(progress, held=held)
+    except LedgerError as exc:  # a witness or keys file that cannot be read: the run fails, it does not hang
+        report = VerifyReport(problem=str(exc))
     if report.ok and report.ledger_id:
         witness.record_verified(report.ledger_id, report.head_position, report.head_hash)
     run.status = VerificationRun.Status.PASSED if report.ok else VerificationRun.Status.FAILED

@@ -45,6 +45,7 @@ class ExportSummary:
     checkpoints: int = 0
     signed: list[Signed] = field(default_factory=list)
     signed_head: Signed | None = None  # set by require_signed_head
+    last: dict[str, Any] | None = None  # the last line
     covered_unknown: int = 0
     events_list: list[dict[str, Any]] = field(default_factory=list)
 
@@ -135,6 +136,7 @@ def verify_export(lines: Iterable[str], keep_events: bool = False) -> ExportSumm
         hashes[record["position"]] = record["hash"]
         prev_hash = record["hash"]
         summary.events = record["position"]
+        summary.last = record
         if keep_events:
             summary.events_list.append(record)
     summary.head_hash = prev_hash

@@ -24,7 +24,7 @@ import os
 from dataclasses import dataclass
 from datetime import datetime, timezone as dt_timezone
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from django.conf import settings
 from django.db import models
@@ -34,6 +34,7 @@ from .errors import LedgerError
 from .models import Event, KnownLedger, ProjectionState, VerificationRun
 from .projection_base import registered
 from .trust import fingerprint, signature_valid
+from .verify_export import ExportError, read_export, require_signed_head, verify_export
 
 log = logging.getLogger("ledger.witness")
 DO_NOT_REBUILD = ("the events were deleted, or rolled back after their checkpoint was witnessed: restore them "
@@ -99,27 +100,44 @@ class Evidence:
     committed after the snapshot must not look missing)."""
 
     ledger_id: str | None
-    witness: dict[str, Any]
-    source: str
+    witness: dict[str, Any]  # this host's witness file
+    signed: list[tuple[dict[str, Any], str]]  # signed heads, each with where it was read
 
 
-def evidence() -> Evidence:
+def evidence(held: Iterable[Path] = (), trusted: set[str] = frozenset()) -> Evidence:
+    """This ledger's witness file, and the signed heads of `held` (copies kept elsewhere: an
+    export, whose last line is its signed head, or a copy of a witness file)."""
     ledger_id = KnownLedger.objects.filter(imported=False).values_list("ledger_id", flat=True).first()
-    return Evidence(ledger_id, read(ledger_id), str(path_for(ledger_id)) if ledger_id else "")
+    witness = read(ledger_id)
+    signed = [(witness["signed"], str(path_for(ledger_id)))] if "signed" in witness else []
+    return Evidence(ledger_id, witness, signed + [(_held_head(path, trusted), str(path)) for path in held])
+
+
+def _held_head(path: Path, trusted: set[str]) -> dict[str, Any]:
+    try:
+        if path.suffix != ".jsonl":
+            return json.loads(path.read_text(encoding="utf-8"))["signed"]
+        summary = verify_export(read_export(path))
+        require_signed_head(summary, trusted)
+        return {**summary.last["payload"], "checkpoint_position": summary.last["position"]}
+    except ExportError as exc:
+        raise LedgerError(f"{path}: {exc}") from None
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise LedgerError(f"{path} is neither an export nor a witness file: {exc}") from None
 
 
 def tail_problem(found: Evidence, head: int, trusted: set[str], hash_at: Callable[[int], str | None]) -> TailProblem | None:
     """What is wrong when anything shows the chain reached past `head` or held
     other hashes than it does now; None when nothing does."""
-    signed, verified = found.witness.get("signed"), found.witness.get("verified")
-    if signed:
-        problem = _signed_problem(found, signed, head, trusted, hash_at)
+    for signed, source in found.signed:
+        problem = _signed_problem(found.ledger_id, signed, source, head, trusted, hash_at)
         if problem:
             return problem
     claims = []
+    verified = found.witness.get("verified")
     if verified:
         claims.append((verified["head_position"], verified["head_hash"], f"verify passed at head {verified['head_position']} "
-                       f"on {verified['at']} (witness {found.source})"))
+                       f"on {verified['at']} (witness {path_for(found.ledger_id)})"))
     run = VerificationRun.objects.filter(status=VerificationRun.Status.PASSED).order_by("-head_position").first()
     if run is not None and run.head_position:
         claims.append((run.head_position, run.head_hash, f"verification run #{run.pk} passed at head {run.head_position} "
@@ -134,19 +152,23 @@ def tail_problem(found: Evidence, head: int, trusted: set[str], hash_at: Callabl
     return _projections_problem(head)
 
 
-def _signed_problem(found: Evidence, signed: dict, head: int, trusted: set[str], hash_at) -> TailProblem | None:
+def _signed_problem(ledger_id: str | None, signed: dict, source: str, head: int, trusted: set[str],
+                    hash_at) -> TailProblem | None:
     position, head_position, head_hash = signed["checkpoint_position"], signed["head_position"], signed["head_hash"]
+    if signed["ledger_id"] != ledger_id:
+        return TailProblem(1, f"the witness {source} signs ledger {signed['ledger_id']}; this database holds ledger "
+                              f"{ledger_id} (replaced?)", cut=False)
     if signed["public_key"] not in trusted or not signature_valid(
             signed["public_key"], signed["signature"], signed["ledger_id"], head_position, head_hash):
-        return TailProblem(head + 1, f"the witness {found.source} is not signed by a trusted key (key "
+        return TailProblem(head + 1, f"the witness {source} is not signed by a trusted key (key "
                                      f"{fingerprint(signed['public_key'])}): it was edited, or the key that signed it "
                                      "is no longer trusted", cut=False)
     if head < position:
         return TailProblem(head + 1, f"{_missing(head, position)}: the database ends at {head} but the witness signed "
                                      f"head {head_position} (hash {head_hash[:16]}…) in the checkpoint at position "
-                                     f"{position} ({found.source})", cut=True)
+                                     f"{position} ({source})", cut=True)
     if hash_at(head_position) != head_hash:
-        return TailProblem(head_position, f"history differs from the witness {found.source}: it signed head "
+        return TailProblem(head_position, f"history differs from the witness {source}: it signed head "
                                           f"{head_position} with hash {head_hash[:16]}…, the database holds another "
                                           "event there (events rewritten)", cut=False)
     return None
@@ -183,7 +205,7 @@ def _position_fields(model: type[models.Model]) -> list[str]:
 def check_before_rebuild(override: str | None, actor: str, trusted: set[str]) -> None:
     """Refuse to replace the projections while they, or the witness, show events the chain lacks
     (a rebuild would erase that evidence); with an override, log it and go on."""
-    found = evidence()
+    found = evidence(trusted=trusted)
     position = Event.objects.order_by("-position").values_list("position", flat=True).first() or 0
 
     def hash_at(p: int) -> str | None:

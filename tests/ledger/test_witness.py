@@ -23,6 +23,7 @@ from ledger.models import Event, ProjectionState, VerificationRun
 from ledger.projection_base import registered
 from ledger.selectors import local_ledger_id
 from ledger.services import record_from_row
+from ledger.transfer import export_ledger
 from ledger.trust import signature_valid
 from ledger.verification import rebuild_projections, request_verification, run_verification, verify_ledger
 from tests.conftest import some_events
@@ -126,8 +127,28 @@ def test_a_rewrite_re_signed_with_the_service_key_fails_against_the_witness(eigh
         rebuild_projections()
 
 
+def test_a_rewrite_by_root_is_caught_by_a_signed_head_held_elsewhere(eight, tmp_path, capsys):
+    """Root on the service host re-signs the rewrite and rewrites the witness file and projections
+    too: every local check passes. An export (or a witness file copy) kept elsewhere does not."""
+    held = tmp_path / "kept-elsewhere.jsonl"
+    with held.open("w") as handle:
+        export_ledger(handle)  # #9: the checkpoint of head 8
+    copy = tmp_path / "witness-copy.json"
+    copy.write_text(witness.path_for(local_ledger_id()).read_text())
+    rewrite_from_3(signing_key())
+    witness.path_for(local_ledger_id()).unlink()
+    rebuild_projections()  # nothing local is left to refuse it
+    assert verify_ledger().ok  # the limit of what one host can show
+    for kept in (held, copy):
+        report = verify_ledger(held=[kept])
+        assert report.bad_position == 8 and f"history differs from the witness {kept}: it signed head 8" in report.problem
+    with pytest.raises(SystemExit):
+        call_command("ledger", "verify", "--witness", str(held))
+    assert "FAILED at position 8: history differs from the witness" in capsys.readouterr().err
+
+
 def rewrite_from_3(key) -> None:
-    """Edit event #3, then recompute every later hash, re-signing the checkpoint #6 over the new head."""
+    """Edit event #3, then recompute every later hash, re-signing every later checkpoint over its new head."""
     rows = rows_from(3)
     prev = rows[0][2]
     hashes = {}

@@ -31,7 +31,10 @@ class Command(BaseCommand):
         init = actions.add_parser("init", help="give this ledger its identity (idempotent)")
         init.add_argument("--name", default="ForgeStencil Ledger")
         actions.add_parser("status", help="head, counts and last verification, as JSON")
-        actions.add_parser("verify", help="recompute hashes, check chain and checkpoints, replay projections")
+        verify = actions.add_parser("verify", help="recompute hashes, check chain, checkpoints and the tail witness, replay projections")
+        verify.add_argument("--witness", action="append", default=[], type=Path, metavar="FILE",
+                            help="an export (its last line is a signed head) or a copy of a witness file kept "
+                                 "elsewhere: the chain must reach its head with the same hash (repeatable)")
         rebuild = actions.add_parser("rebuild", help="drop every projection and replay all events into it "
                                                      "(refused while the witness or projections show missing events)")
         rebuild.add_argument("--override-tail-check", metavar="REASON",
@@ -61,7 +64,7 @@ class Command(BaseCommand):
     def do_verify(self, options) -> None:
         started = time.monotonic()
         run = request_verification(options["actor"])
-        run = run_verification(run.pk, progress=lambda p: self.stderr.write(f"  verified {p:,} events…"))
+        run = run_verification(run.pk, progress=lambda p: self.stderr.write(f"  verified {p:,} events…"), held=options["witness"])
         line = f"{run.summary} [{time.monotonic() - started:.2f}s]"
         if run.status != run.Status.PASSED:
             self.stderr.write(line)
