@@ -31,11 +31,6 @@ from .trust import TrustError, trusted_keys
 CHECKPOINT_STREAM = "ledger/checkpoints"
 
 
-# How the messages of `verify` and `import` say to trust a key (ledger.trust.untrusted_message).
-HOW_TO_TRUST = ("add it to LEDGER_TRUSTED_PUBLIC_KEYS or to the keys file LEDGER_TRUSTED_KEYS_FILE names "
-                "(default fixtures/keys/trusted_keys.txt)")
-
-
 def signing_key() -> Ed25519PrivateKey:
     """The key from LEDGER_SIGNING_KEY, else the embedded default's key file, made once, mode
     0600 in a 0700 folder; refused when another user could read it (ledger.custody)."""

@@ -12,13 +12,13 @@ from django.db import transaction
 
 from . import event_types
 from .canonical import HASHED_FIELDS, event_body
-from .checkpoints import HOW_TO_TRUST, sign_checkpoint, trusted_public_keys
+from .checkpoints import sign_checkpoint, trusted_public_keys
 from .errors import LedgerError
 from .models import Event
 from .records import RecordedEvent
 from .selectors import events, local_ledger_id
 from .services import NewEvent, append_many, head, lock_chain
-from .trust import first_uncovered, untrusted_message
+from .trust import SERVICE_HOW_TO_TRUST, first_uncovered, untrusted_message
 from .verification import replay_projections
 from .verify_export import ExportError, ExportSummary, read_export, require_signed_head, verify_export
 
@@ -110,7 +110,7 @@ def _read_signed(path: Path, what: str) -> ExportSummary:
     """The file verified whole, its head signed by a key this service trusts (ledger.trust)."""
     try:
         summary = verify_export(read_export(path, MAX_FILE_BYTES), keep_events=True)
-        require_signed_head(summary, trusted_public_keys(), HOW_TO_TRUST)
+        require_signed_head(summary, trusted_public_keys(), SERVICE_HOW_TO_TRUST)
     except ExportError as exc:
         raise LedgerError(f"{path}: {exc}; nothing was {what}") from None
     return summary
@@ -131,7 +131,7 @@ def restore_ledger(path: Path) -> int:
         raise LedgerError(f"{path}: {exc}; nothing was restored") from None
     uncovered = first_uncovered(summary.signed, trusted_public_keys())
     if uncovered is not None:
-        raise LedgerError(f"{path}: line {uncovered.local}: {untrusted_message(uncovered, HOW_TO_TRUST)}; nothing was restored")
+        raise LedgerError(f"{path}: line {uncovered.local}: {untrusted_message(uncovered, SERVICE_HOW_TO_TRUST)}; nothing was restored")
     rows = []
     for number, record in enumerate(summary.events_list, start=1):
         try:

@@ -27,6 +27,9 @@ from .canonical import checkpoint_message
 
 # The project's publication key(s): what a reviewer trusts by default (docs/architecture.md).
 DEFAULT_KEYS_FILE = Path(__file__).resolve().parent.parent / "fixtures" / "keys" / "trusted_keys.txt"
+# How the service's messages (`verify`, `import`, `restore`) say to trust a key.
+SERVICE_HOW_TO_TRUST = ("add it to LEDGER_TRUSTED_PUBLIC_KEYS or to the keys file LEDGER_TRUSTED_KEYS_FILE names "
+                        "(default fixtures/keys/trusted_keys.txt)")
 
 
 class TrustError(ValueError):

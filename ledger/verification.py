@@ -19,13 +19,13 @@ from django.utils import timezone
 
 from . import event_types, witness
 from .canonical import GENESIS_HASH, chain_hash
-from .checkpoints import HOW_TO_TRUST, trusted_public_keys
+from .checkpoints import trusted_public_keys
 from .errors import LedgerError, UnknownEventType
 from .models import Event, ProjectionState, VerificationRun
 from .projection_base import MemoryRows, registered
 from .records import RecordedEvent
 from .services import iso_utc, lock_chain
-from .trust import Signed, covered_unknown, first_uncovered, signature_valid, untrusted_message
+from .trust import SERVICE_HOW_TO_TRUST, Signed, covered_unknown, first_uncovered, signature_valid, untrusted_message
 
 Progress = Callable[[int], None]
 COLUMNS = ("position", "event_id", "stream", "version", "type", "schema_version", "actor", "recorded_at", "body", "prev_hash", "hash")
@@ -223,7 +223,7 @@ def _check_checkpoints(checkpoints: list[RecordedEvent], local_ledger: str | Non
         report.checkpoints += 1
     uncovered = first_uncovered(signed_list, trusted)
     if uncovered is not None:
-        raise _Failure(uncovered.local, untrusted_message(uncovered, HOW_TO_TRUST))
+        raise _Failure(uncovered.local, untrusted_message(uncovered, SERVICE_HOW_TO_TRUST))
     report.covered_unknown = len(covered_unknown(signed_list, trusted))
 
 

@@ -33,7 +33,7 @@ from .custody import private_dir, read_private, replace_private
 from .errors import LedgerError
 from .models import Event, KnownLedger, ProjectionState, VerificationRun
 from .projection_base import registered
-from .trust import fingerprint, signature_valid
+from .trust import SERVICE_HOW_TO_TRUST, fingerprint, signature_valid
 from .verify_export import ExportError, read_export, require_signed_head, verify_export
 
 log = logging.getLogger("ledger.witness")
@@ -118,7 +118,7 @@ def _held_head(path: Path, trusted: set[str]) -> dict[str, Any]:
         if path.suffix != ".jsonl":
             return json.loads(path.read_text(encoding="utf-8"))["signed"]
         summary = verify_export(read_export(path))
-        require_signed_head(summary, trusted)
+        require_signed_head(summary, trusted, SERVICE_HOW_TO_TRUST)
         return {**summary.last["payload"], "checkpoint_position": summary.last["position"]}
     except ExportError as exc:
         raise LedgerError(f"{path}: {exc}") from None
