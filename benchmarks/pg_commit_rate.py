@@ -1,6 +1,9 @@
 """The ceiling under the ledger's single-append rate on PostgreSQL: how many durable one-row
 INSERT transactions per second this server commits for one sequential client.
 
+`benchmarks/ledger_bench.py` measures it interleaved with its appends (`commit_rate`), so
+both numbers share the machine's load; run alone it writes its own JSON:
+
     .venv/bin/python benchmarks/pg_commit_rate.py [--url postgres://postgres@127.0.0.1:5432/test] \
         --out docs/benchmarks/pg_commit_rate.json
 """
@@ -13,6 +16,28 @@ from datetime import datetime, timezone
 
 import psycopg
 
+PROBE_TABLE = "commit_rate_probe"
+
+
+def open_probe(url: str) -> psycopg.Connection:
+    """An autocommit connection with the probe table in place (every INSERT is one commit)."""
+    conn = psycopg.connect(url, autocommit=True)
+    conn.execute(f"CREATE TABLE IF NOT EXISTS {PROBE_TABLE} (i int)")
+    return conn
+
+
+def commit_rate(conn: psycopg.Connection, inserts: int) -> float:
+    """Durable one-row INSERT transactions per second, one after the other."""
+    started = time.perf_counter()
+    for i in range(inserts):
+        conn.execute(f"INSERT INTO {PROBE_TABLE} VALUES (%s)", (i,))
+    return inserts / (time.perf_counter() - started)
+
+
+def server_facts(conn: psycopg.Connection) -> dict:
+    settings = {name: conn.execute(f"SHOW {name}").fetchone()[0] for name in ("synchronous_commit", "fsync", "wal_sync_method")}
+    return {"server": conn.execute("SELECT version()").fetchone()[0], "settings": settings}
+
 
 def main() -> int:
     parser = argparse.ArgumentParser()
@@ -21,23 +46,15 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
-    with psycopg.connect(args.url, autocommit=True) as conn:
-        conn.execute("CREATE TABLE IF NOT EXISTS commit_rate_probe (i int)")
-        rates = []
-        for _ in range(args.repeat):
-            started = time.perf_counter()
-            for i in range(args.inserts):
-                conn.execute("INSERT INTO commit_rate_probe VALUES (%s)", (i,))  # one durable commit each
-            rates.append(args.inserts / (time.perf_counter() - started))
-        conn.execute("DROP TABLE commit_rate_probe")
-        settings = {name: conn.execute(f"SHOW {name}").fetchone()[0] for name in ("synchronous_commit", "fsync", "wal_sync_method")}
-        server = conn.execute("SELECT version()").fetchone()[0]
+    with open_probe(args.url) as conn:
+        rates = [commit_rate(conn, args.inserts) for _ in range(args.repeat)]
+        conn.execute(f"DROP TABLE {PROBE_TABLE}")
+        facts = server_facts(conn)
     result = {
         "what": "durable single-row INSERT transactions per second, one sequential client (autocommit)",
         "command": " ".join([".venv/bin/python", *sys.argv]),
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "server": server,
-        "settings": settings,
+        **facts,
         "commits_per_s": [round(r, 1) for r in rates],
         "median_commits_per_s": round(statistics.median(rates), 1),
     }

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Iterable, Protocol
 
-from django.db import connections, models, router
+from django.db import models
 
+from . import append_sql
+from .append_sql import model_sql
 from .records import RecordedEvent
 
 Row = dict[str, Any]
@@ -36,48 +38,39 @@ class MemoryRows:
 class TableRows:
     """Live rows of one projection table during one append batch.
 
-    Rows are read once (all keys of the batch in one query where the projection names them),
-    changed in memory, and written back at `flush` with one bulk INSERT and one bulk UPDATE.
+    Rows are read once (all keys of the batch in one statement where the projection names
+    them), changed in memory, and written back at `flush` with one upsert statement run for
+    every changed row. Reads are issued by `request` and collected by `receive`, so the reads
+    of all tables of a batch share one round trip inside `append_sql.pipelined()`.
     """
 
     def __init__(self, model: type[models.Model], key_field: str) -> None:
-        self.model = model
+        self.sql = model_sql(model)
         self.key_field = key_field
         self.cache: dict[Any, Row | None] = {}
-        self.existing: set[Any] = set()
         self.dirty: dict[Any, Row] = {}
+        self.pending: list[tuple[Any, list[Any]]] = []
 
-    def prefetch(self, keys: Iterable[Any]) -> None:
+    def request(self, keys: Iterable[Any]) -> None:
+        """Issue the SELECTs for the keys not read yet; `receive` collects their rows."""
         missing = list({key for key in keys if key not in self.cache})
         for start in range(0, len(missing), 500):
             chunk = missing[start : start + 500]
-            found = {row[self.key_field]: row for row in self.model.objects.filter(pk__in=chunk).values()}
-            for key in chunk:
-                self.cache[key] = found.get(key)
-                if key in found:
-                    self.existing.add(key)
+            cursor = append_sql.cursor()
+            cursor.execute(self.sql.select_by_pk(len(chunk)), self.sql.pk_params(chunk))
+            self.pending.append((cursor, chunk))
 
-    def _update(self, changed: list[tuple[Any, Row]]) -> None:
-        """One prepared UPDATE executed for every changed row (Django's bulk_update builds a
-        CASE expression per field and row, which costs milliseconds per row)."""
-        meta = self.model._meta
-        fields = [f for f in meta.concrete_fields if not f.primary_key]
-        connection = connections[router.db_for_write(self.model)]
-        quote = connection.ops.quote_name
-        sql = (
-            f"UPDATE {quote(meta.db_table)} SET {', '.join(f'{quote(f.column)} = %s' for f in fields)} "
-            f"WHERE {quote(meta.pk.column)} = %s"
-        )
-        params = [
-            [f.get_db_prep_value(row[f.attname], connection) for f in fields] + [meta.pk.get_db_prep_value(key, connection)]
-            for key, row in changed
-        ]
-        with connection.cursor() as cursor:
-            cursor.executemany(sql, params)
+    def receive(self) -> None:
+        for cursor, chunk in self.pending:
+            with cursor:
+                found = {row[self.key_field]: row for row in map(self.sql.row, cursor.fetchall())}
+            self.cache.update((key, found.get(key)) for key in chunk)
+        self.pending.clear()
 
     def get(self, key: Any) -> Row | None:
-        if key not in self.cache:
-            self.prefetch([key])
+        if key not in self.cache:  # a projection without `key`: read now, one statement
+            self.request([key])
+            self.receive()
         row = self.cache[key]
         return dict(row) if row is not None else None
 
@@ -86,13 +79,12 @@ class TableRows:
         self.dirty[key] = dict(row)
 
     def flush(self) -> None:
-        created = [self.model(**row) for key, row in self.dirty.items() if key not in self.existing]
-        changed = [(key, row) for key, row in self.dirty.items() if key in self.existing]
-        if created:
-            self.model.objects.bulk_create(created, batch_size=1000)
-        if changed:
-            self._update(changed)
-        self.existing.update(key for key in self.dirty)
+        """Write the changed rows: an upsert, so a row `put` without being read first (a
+        projection without `key`) is inserted or replaced alike."""
+        if self.dirty:
+            with append_sql.cursor() as cursor:
+                params = [self.sql.params({self.key_field: key, **row}) for key, row in self.dirty.items()]
+                cursor.executemany(self.sql.upsert, params)
         self.dirty.clear()
 
 

@@ -12,10 +12,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone as dt_timezone
 from typing import Any, Sequence
 
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
-from . import event_types
+from . import append_sql, event_types
+from .append_sql import model_sql
 from .canonical import GENESIS_HASH, chain_hash, event_body
 from .errors import ConcurrencyError, IdempotencyConflict, LedgerError
 from .models import Event, ProjectionState
@@ -40,8 +41,8 @@ class NewEvent:
 
 def lock_chain() -> None:
     """Serialise writers. Call inside a transaction; released at commit or rollback."""
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
+    if append_sql.database().vendor == "postgresql":
+        with append_sql.cursor() as cursor:
             cursor.execute("SELECT pg_advisory_xact_lock(%s)", [CHAIN_LOCK_KEY])
     # SQLite: settings open every transaction IMMEDIATE, which takes the single write lock.
 
@@ -64,36 +65,47 @@ def append(new: NewEvent) -> RecordedEvent:
 
 
 def append_many(new_events: Sequence[NewEvent]) -> list[RecordedEvent]:
-    """Append events atomically, in order: all are recorded or none is."""
+    """Append events atomically, in order: all are recorded or none is.
+
+    On PostgreSQL the whole append is pipelined: the lock, the chain head, the stream versions
+    and the events named by id travel in one round trip; the new events and the projection
+    rows they touch in a second; the projection writes in a third; then COMMIT. Every read
+    that decides something runs after the lock is granted, in the same transaction as the
+    writes (docs/ledger_benchmarks.md counts the statements)."""
     validated = [_validate(new) for new in new_events]
     with transaction.atomic():
-        lock_chain()
-        position, prev_hash = head()
-        stream_versions = _stream_versions({new.stream for new, _, _ in validated})
-        recorded: list[RecordedEvent] = []
-        fresh: list[RecordedEvent] = []
-        for new, payload, schema_version in validated:
-            if new.event_id is not None:
-                existing = _existing_event(new, payload, schema_version)
-                if existing is not None:
-                    recorded.append(existing)
-                    continue
-            version = stream_versions[new.stream]
-            if new.expected_version is not None and new.expected_version != version:
-                raise ConcurrencyError(
-                    f"stream {new.stream!r} is at version {version}, but the writer expected "
-                    f"{new.expected_version}; re-read the stream and decide again"
-                )
-            position += 1
-            version += 1
-            stream_versions[new.stream] = version
-            event = _seal(new, payload, schema_version, position, version, prev_hash)
-            prev_hash = event.hash
-            recorded.append(event)
-            fresh.append(event)
+        with append_sql.pipelined():
+            lock_chain()
+            position, prev_hash, stream_versions = _chain_state({new.stream for new, _, _ in validated})
+            known = _events_by_id([new.event_id for new, _, _ in validated if new.event_id is not None])
+            recorded: list[RecordedEvent] = []
+            fresh: list[RecordedEvent] = []
+            for new, payload, schema_version in validated:
+                if new.event_id is not None:
+                    existing = known.get(_uuid(new.event_id))
+                    if existing is not None:
+                        recorded.append(_same_or_refuse(existing, new, payload, schema_version))
+                        continue
+                version = stream_versions[new.stream]
+                if new.expected_version is not None and new.expected_version != version:
+                    raise ConcurrencyError(
+                        f"stream {new.stream!r} is at version {version}, but the writer expected "
+                        f"{new.expected_version}; re-read the stream and decide again"
+                    )
+                position += 1
+                version += 1
+                stream_versions[new.stream] = version
+                event = _seal(new, payload, schema_version, position, version, prev_hash)
+                prev_hash = event.hash
+                recorded.append(event)
+                fresh.append(event)
+                if new.event_id is not None:  # the same id again in this batch is a retry of this one
+                    known[_uuid(new.event_id)] = event
+            if fresh:
+                _insert(fresh)
+                states = _project(fresh)
         if fresh:
-            Event.objects.bulk_create([_row(event) for event in fresh])
-            _project(fresh)
+            _add_missing_states(states, fresh)
     return recorded
 
 
@@ -106,11 +118,29 @@ def _validate(new: NewEvent) -> tuple[NewEvent, dict[str, Any], int]:
     return new, event_types.validate(new.type, schema_version, new.payload), schema_version
 
 
-def _existing_event(new: NewEvent, payload: dict[str, Any], schema_version: int) -> RecordedEvent | None:
-    row = Event.objects.filter(event_id=new.event_id).first()
-    if row is None:
-        return None
-    stored = record_from_row(row)
+def _uuid(value: uuid.UUID | str) -> uuid.UUID:
+    return value if isinstance(value, uuid.UUID) else uuid.UUID(str(value))
+
+
+def _events_by_id(event_ids: list[uuid.UUID | str]) -> dict[uuid.UUID, RecordedEvent]:
+    """The stored events among these ids (idempotent retries), read in one statement per 500."""
+    found: dict[uuid.UUID, RecordedEvent] = {}
+    ids = list({_uuid(event_id) for event_id in event_ids})
+    field = Event._meta.get_field("event_id")
+    for start in range(0, len(ids), 500):
+        chunk = ids[start : start + 500]
+        with append_sql.cursor() as cursor:
+            cursor.execute(
+                f"SELECT body, prev_hash, hash FROM ledger_event WHERE event_id IN ({', '.join(['%s'] * len(chunk))})",
+                [field.get_db_prep_value(event_id, append_sql.database()) for event_id in chunk],
+            )
+            for body, prev, hash_ in cursor.fetchall():
+                stored = RecordedEvent.from_body(body, prev, hash_)
+                found[_uuid(stored.event_id)] = stored
+    return found
+
+
+def _same_or_refuse(stored: RecordedEvent, new: NewEvent, payload: dict[str, Any], schema_version: int) -> RecordedEvent:
     same = (stored.stream, stored.type, stored.schema_version, stored.payload, stored.actor, stored.origin) == (
         new.stream,
         new.type,
@@ -127,22 +157,33 @@ def _existing_event(new: NewEvent, payload: dict[str, Any], schema_version: int)
     return stored
 
 
-def _stream_versions(streams: set[str]) -> dict[str, int]:
-    """Current version of each stream (0 for a new one).
+def _chain_state(streams: set[str]) -> tuple[int, str, dict[str, int]]:
+    """The chain head (last position and hash) and the current version of each stream (0 for
+    a new one), in one statement per 200 streams.
 
-    One `ORDER BY version DESC LIMIT 1` per stream, UNION ALL'd into one query per 200
-    streams: each is a single probe of the (stream, version) index, where a GROUP BY with
-    MAX() would read every event of the stream and slow appends as the ledger grows."""
-    versions = dict.fromkeys(streams, 0)
+    Each stream is one `ORDER BY version DESC LIMIT 1` probe of the (stream, version) index,
+    where a GROUP BY with MAX() would read every event of the stream and slow appends as the
+    ledger grows; the head is one probe of the primary key."""
     names = sorted(streams)
-    table = Event._meta.db_table
-    probe = f"SELECT %s, (SELECT version FROM {table} WHERE stream = %s ORDER BY version DESC LIMIT 1)"
-    for start in range(0, len(names), 200):
+    probe = "SELECT %s, (SELECT version FROM ledger_event WHERE stream = %s ORDER BY version DESC LIMIT 1), NULL"
+    chain_head = "SELECT NULL, position, hash FROM (SELECT position, hash FROM ledger_event ORDER BY position DESC LIMIT 1) h"
+    cursors = []
+    for start in range(0, max(len(names), 1), 200):
         chunk = names[start : start + 200]
-        with connection.cursor() as cursor:
-            cursor.execute(" UNION ALL ".join([probe] * len(chunk)), [v for name in chunk for v in (name, name)])
-            versions.update((name, version or 0) for name, version in cursor.fetchall())
-    return versions
+        parts = ([chain_head] if start == 0 else []) + [probe] * len(chunk)
+        cursor = append_sql.cursor()
+        cursor.execute(" UNION ALL ".join(parts), [v for name in chunk for v in (name, name)])
+        cursors.append(cursor)
+    position, prev_hash = 0, GENESIS_HASH
+    versions = dict.fromkeys(streams, 0)
+    for cursor in cursors:
+        with cursor:
+            for stream, number, hash_ in cursor.fetchall():
+                if stream is None:
+                    position, prev_hash = number, hash_
+                else:
+                    versions[stream] = number or 0
+    return position, prev_hash, versions
 
 
 def _seal(
@@ -164,43 +205,65 @@ def _seal(
     return RecordedEvent(**fields, body=body, prev_hash=prev_hash, hash=chain_hash(prev_hash, body))
 
 
-def _row(event: RecordedEvent) -> Event:
-    return Event(
-        position=event.position,
-        event_id=event.event_id,
-        stream=event.stream,
-        version=event.version,
-        type=event.type,
-        schema_version=event.schema_version,
-        actor=event.actor,
-        recorded_at=datetime.fromisoformat(event.recorded_at),
-        body=event.body,
-        prev_hash=event.prev_hash,
-        hash=event.hash,
-    )
+def _row(event: RecordedEvent) -> dict[str, Any]:
+    """The event's columns (attname -> value)."""
+    return {
+        "position": event.position,
+        "event_id": event.event_id,
+        "stream": event.stream,
+        "version": event.version,
+        "type": event.type,
+        "schema_version": event.schema_version,
+        "actor": event.actor,
+        "recorded_at": datetime.fromisoformat(event.recorded_at),
+        "body": event.body,
+        "prev_hash": event.prev_hash,
+        "hash": event.hash,
+    }
 
 
-def _project(events: list[RecordedEvent]) -> None:
-    projections = list(registered())
-    for projection in projections:
+def _insert(events: list[RecordedEvent]) -> None:
+    sql = model_sql(Event)
+    with append_sql.cursor() as cursor:
+        cursor.executemany(sql.insert, [sql.params(_row(event)) for event in events])
+
+
+def _project(events: list[RecordedEvent]):
+    """Apply the events to every projection that wants them: the rows they touch are requested
+    for all projections before any is read (one round trip when pipelined), then applied in
+    memory and written back. Returns the cursor of the projection-state UPDATE, whose row count
+    `_add_missing_states` reads once the pipeline has delivered it."""
+    work = []
+    for projection in registered():
         wanted = [event for event in events if projection.wants(event)]
-        if not wanted:
-            continue
-        rows = TableRows(projection.model, projection.key_field)
-        rows.prefetch(key for key in (projection.key(event) for event in wanted) if key is not None)
+        if wanted:
+            rows = TableRows(projection.model, projection.key_field)
+            rows.request(key for key in (projection.key(event) for event in wanted) if key is not None)
+            work.append((projection, wanted, rows))
+    for _, _, rows in work:
+        rows.receive()
+    for projection, wanted, rows in work:
         for event in wanted:
             projection.apply(event, rows)
         rows.flush()
-    last = events[-1].position
-    updated = ProjectionState.objects.update(last_position=last)
-    if updated < len(projections):
-        known = set(ProjectionState.objects.values_list("name", flat=True))
-        # A projection first seen on a non-empty ledger has not applied the history:
-        # record it at 0 so verify reports it until `ledger rebuild` fills it.
-        start = last if events[0].position == 1 else 0
-        ProjectionState.objects.bulk_create(
-            [ProjectionState(name=p.name, last_position=start) for p in projections if p.name not in known]
-        )
+    states = append_sql.cursor()
+    states.execute("UPDATE ledger_projectionstate SET last_position = %s", [events[-1].position])
+    return states
+
+
+def _add_missing_states(states, events: list[RecordedEvent]) -> None:
+    """A projection first seen on a non-empty ledger has not applied the history: record it
+    at 0 so verify reports it until `ledger rebuild` fills it."""
+    with states:
+        updated = states.rowcount
+    projections = list(registered())
+    if updated >= len(projections):
+        return
+    known = set(ProjectionState.objects.values_list("name", flat=True))
+    start = events[-1].position if events[0].position == 1 else 0
+    ProjectionState.objects.bulk_create(
+        [ProjectionState(name=p.name, last_position=start) for p in projections if p.name not in known]
+    )
 
 
 LEDGER_STREAM = "ledger"

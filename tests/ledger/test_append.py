@@ -1,12 +1,16 @@
+import re
 import uuid
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from ledger import event_types
 from ledger.canonical import GENESIS_HASH, canonical_json, chain_hash, event_body, HASHED_FIELDS
 from ledger.errors import ConcurrencyError, IdempotencyConflict, InvalidPayload, LedgerError, UnknownEventType
 from ledger.event_types import Payload, event_type
 from ledger.models import Event, EventTypeCount, ProjectionState, ResultStatus, SignOff, StreamHead
+from ledger.projection_base import registered
 from ledger.services import NewEvent, append, append_many, head
 from tests.conftest import downgrade
 
@@ -81,6 +85,17 @@ def test_reusing_an_event_id_for_different_content_is_refused(ledger):
         append(downgrade("case/a", 1.5, event_id=key))
 
 
+def test_an_event_id_repeated_in_one_batch_is_recorded_once(ledger):
+    key = uuid.uuid4()
+    first, again = append_many([downgrade("case/a", 1.9, event_id=key), downgrade("case/a", 1.9, event_id=key)])
+    assert again == first and first.position == 2
+    assert Event.objects.count() == 2
+    other = uuid.uuid4()
+    with pytest.raises(IdempotencyConflict, match=f"event id {other} is already recorded at position 3"):
+        append_many([downgrade("case/b", 1.9, event_id=other), downgrade("case/b", 1.5, event_id=other)])
+    assert Event.objects.count() == 2
+
+
 def test_a_batch_is_all_or_nothing(ledger):
     with pytest.raises(ConcurrencyError):
         append_many([downgrade("case/a", 1.9), downgrade("case/b", 1.8, expected_version=5)])
@@ -132,3 +147,47 @@ def test_a_new_schema_version_needs_an_upcaster():
         @event_type("ResultRetracted", owner="ledger", version=2)
         class Broken(Payload):
             result: str
+
+
+def _statements(captured) -> list[str]:
+    """Each captured statement as 'VERB table' (savepoints of the test's own transaction left out)."""
+    kinds = []
+    for query in captured.captured_queries:
+        sql = re.sub(r"^\d+ times: ", "", query["sql"])  # how Django logs an executemany
+        if sql.startswith(("SAVEPOINT", "RELEASE SAVEPOINT", "BEGIN", "COMMIT")):
+            continue
+        table = re.search(r'\b(?:FROM|INTO|UPDATE)\s+"?([a-z_][a-z0-9_]*)', sql)
+        kinds.append("SELECT pg_advisory_xact_lock" if "pg_advisory_xact_lock" in sql
+                     else f"{sql.split()[0].upper()} {table.group(1) if table else ''}")
+    return kinds
+
+
+def _expected_statements(event_type: str) -> list[str]:
+    """The append's statements: the lock (PostgreSQL), the chain head with the stream versions,
+    the event INSERT, one read per projection subscribed to the type, one upsert per projection
+    that writes a row (every subscriber, for the events below), the projection positions."""
+    subscribed = [p.model._meta.db_table for p in registered() if p.handles is None or event_type in p.handles]
+    lock = ["SELECT pg_advisory_xact_lock"] if connection.vendor == "postgresql" else []
+    return (lock + ["SELECT ledger_event", "INSERT ledger_event"] + [f"SELECT {t}" for t in subscribed]
+            + [f"INSERT {t}" for t in subscribed] + ["UPDATE ledger_projectionstate"])
+
+
+def _signoff(result: str, reviewer: str) -> NewEvent:
+    payload = {"result": result, "result_version": 1, "reviewer": reviewer}
+    return NewEvent(stream=result, type="AuditSignedOff", payload=payload, actor=f"user:{reviewer}")
+
+
+def test_a_single_append_issues_a_fixed_set_of_statements(ledger):
+    append(_signoff("case/a", "alice"))  # the stream, its head row and the type count exist
+    with CaptureQueriesContext(connection) as captured:
+        append(_signoff("case/a", "bob"))
+    assert _statements(captured) == _expected_statements("AuditSignedOff")
+    assert SignOff.objects.filter(result="case/a").count() == 2
+
+
+def test_a_batch_issues_the_statements_of_one_append(ledger):
+    """Rows are read and written per table, not per event: 40 events on 40 streams cost what one does."""
+    with CaptureQueriesContext(connection) as captured:
+        append_many([_signoff(f"case/{n}", "alice") for n in range(40)])
+    assert _statements(captured) == _expected_statements("AuditSignedOff")
+    assert StreamHead.objects.filter(stream__startswith="case/").count() == 40

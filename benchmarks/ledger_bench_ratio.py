@@ -1,0 +1,79 @@
+"""Single appends against the raw commit rate of the same PostgreSQL server, in one run
+(issue 14, point 12: the target is 2,000 appends/s; the raw rate is the ceiling under it).
+
+The two are measured in alternating blocks in one process: a block of durable one-row INSERT
+commits on a plain psycopg connection (benchmarks/pg_commit_rate.py), then a block of
+`append()` calls (one transaction each, projections inline), then the other way round in the
+next round. The machine is shared, so its load moves both; each round's ratio compares
+blocks a few seconds apart, which is what the JSON reports beside the absolute rates.
+"""
+from __future__ import annotations
+
+import json
+import os
+import statistics
+from pathlib import Path
+
+from ledger_bench_measure import measure_single
+from ledger_bench_results import TARGET_PG_SINGLE_APPENDS_PER_S
+from ledger_bench_setup import Workload, log
+from pg_commit_rate import commit_rate, open_probe, server_facts
+
+
+def paired_rounds(workload: Workload, *, url: str, rounds: int, appends: int, profile_dir) -> dict:
+    """`rounds` rounds of `appends` raw commits and `appends` single appends, alternating
+    which goes first; per round the rates and their ratio, then medians and spreads."""
+    per_round = []
+    with open_probe(url) as probe:
+        commit_rate(probe, 200)  # warm: connection, prepared INSERT
+        for number in range(rounds):
+            load = os.getloadavg()[0]
+            order = ("raw", "append") if number % 2 == 0 else ("append", "raw")
+            entry: dict = {"round": number, "first": order[0], "load_1m_at_start": round(load, 2)}
+            for what in order:
+                if what == "raw":
+                    entry["raw_commits_per_s"] = round(commit_rate(probe, appends), 1)
+                else:
+                    single = measure_single(workload, appends, f"paired_append_{number}", profile_dir)
+                    entry["appends_per_s"] = single["appends_per_s"]
+                    entry["ledger_events_before"] = single["ledger_events_before"]
+                    entry["statements_per_append"] = single["sql"]["statements_per_event"]
+                    entry["sql_by_statement"] = single["sql"]["by_statement"]
+            entry["ratio"] = round(entry["appends_per_s"] / entry["raw_commits_per_s"], 3)
+            log(f"  round {number}: {entry['appends_per_s']:,.0f} appends/s, raw {entry['raw_commits_per_s']:,.0f} "
+                f"commits/s, ratio {entry['ratio']:.2f}")
+            per_round.append(entry)
+        probe.execute("DROP TABLE IF EXISTS commit_rate_probe")
+        facts = server_facts(probe)
+    return {"server": facts, "rounds": per_round, **summary(per_round)}
+
+
+def summary(per_round: list[dict]) -> dict:
+    def spread(key: str) -> dict:
+        values = [r[key] for r in per_round]
+        return {"median": round(statistics.median(values), 3 if key == "ratio" else 1),
+                "min": min(values), "max": max(values)}
+
+    appends = spread("appends_per_s")
+    return {
+        "appends_per_s": appends,
+        "raw_commits_per_s": spread("raw_commits_per_s"),
+        "ratio_appends_to_raw_commits": spread("ratio"),
+        "target": {"appends_per_s": TARGET_PG_SINGLE_APPENDS_PER_S, "met_by_median": appends["median"] >= TARGET_PG_SINGLE_APPENDS_PER_S},
+        "statements_per_append": per_round[-1]["statements_per_append"],
+    }
+
+
+def write(path: Path, run_id: str, run: dict) -> None:
+    """Add this run to the file (runs keyed by id), keeping earlier runs for the spread."""
+    data = json.loads(path.read_text()) if path.exists() else {}
+    data.setdefault("about", "Single appends (append(), one transaction each, projections inline) against the raw "
+                             "one-row commit rate of the same server, alternating blocks in one process; "
+                             "written by benchmarks/ledger_bench.py --append-ratio.")
+    data.setdefault("runs", {})[run_id] = run
+    medians = [r["appends_per_s"]["median"] for r in data["runs"].values()]
+    ratios = [r["ratio_appends_to_raw_commits"]["median"] for r in data["runs"].values()]
+    data["across_runs"] = {"runs": len(medians), "median_appends_per_s": [min(medians), max(medians)],
+                           "median_ratio": [min(ratios), max(ratios)]}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=2) + "\n")
