@@ -186,7 +186,7 @@ def verify_ledger(progress: Progress | None = None, replay: bool = True, held: I
             report.events, report.head_position, report.head_hash = position, position, prev_hash
             report.ledger_id = local_ledger
             _check_checkpoints(checkpoints, local_ledger, origin_hashes, trusted, report)
-            tail = witness.tail_problem(evidence, position, trusted, _hash_at)
+            tail = witness.tail_problem(evidence, position, trusted, _hash_at, scan_rows=not replay)
             if tail is not None:
                 raise _Failure(tail.position, tail.message())
             report.witnessed = len(evidence.signed)
@@ -240,6 +240,9 @@ def _compare_projections(scratch: dict[str, MemoryRows], head_position: int, rep
         live = projection.live_rows()
         replayed = scratch[projection.name].rows
         if live != replayed:
+            ahead = witness.rows_ahead(projection, live, head_position)
+            if ahead is not None:
+                raise _Failure(ahead.position, ahead.message())
             raise _Failure(None, f"projection {projection.name} differs from a replay of the events: {_first_difference(live, replayed)}")
         report.projections_compared += 1
 

@@ -32,7 +32,7 @@ from django.db import models
 from .custody import private_dir, read_private, replace_private
 from .errors import LedgerError
 from .models import Event, KnownLedger, ProjectionState, VerificationRun
-from .projection_base import registered
+from .projection_base import Projection, registered
 from .trust import SERVICE_HOW_TO_TRUST, fingerprint, signature_valid
 from .verify_export import ExportError, read_export, require_signed_head, verify_export
 
@@ -126,9 +126,11 @@ def _held_head(path: Path, trusted: set[str]) -> dict[str, Any]:
         raise LedgerError(f"{path} is neither an export nor a witness file: {exc}") from None
 
 
-def tail_problem(found: Evidence, head: int, trusted: set[str], hash_at: Callable[[int], str | None]) -> TailProblem | None:
-    """What is wrong when anything shows the chain reached past `head` or held
-    other hashes than it does now; None when nothing does."""
+def tail_problem(found: Evidence, head: int, trusted: set[str], hash_at: Callable[[int], str | None],
+                 scan_rows: bool = True) -> TailProblem | None:
+    """What is wrong when anything shows the chain reached past `head` or held other hashes than
+    it does now; None when nothing does. `scan_rows=False` leaves the projection rows to the
+    caller (verify's replay reads them all anyway: rows_ahead on the rows that differ)."""
     for signed, source in found.signed:
         problem = _signed_problem(found.ledger_id, signed, source, head, trusted, hash_at)
         if problem:
@@ -149,7 +151,7 @@ def tail_problem(found: Evidence, head: int, trusted: set[str], hash_at: Callabl
         if hash_at(position) != head_hash:
             return TailProblem(position, f"history differs from what {what} saw: the hash at position {position} "
                                          f"is not {head_hash[:16]}… (events rewritten)", cut=False)
-    return _projections_problem(head)
+    return _projections_problem(head, scan_rows)
 
 
 def _signed_problem(ledger_id: str | None, signed: dict, source: str, head: int, trusted: set[str],
@@ -178,20 +180,30 @@ def _missing(head: int, reached: int) -> str:
     return f"position {reached} missing" if reached == head + 1 else f"positions {head + 1}-{reached} missing"
 
 
-def _projections_problem(head: int) -> TailProblem | None:
+def _projections_problem(head: int, scan_rows: bool) -> TailProblem | None:
     """Projection positions and rows that name events past `head`."""
     applied = ProjectionState.objects.filter(last_position__gt=head).order_by("-last_position").first()
     if applied is not None:
         return TailProblem(head + 1, f"{_missing(head, applied.last_position)}: the database ends at {head} but "
                                      f"projection {applied.name} has applied events up to {applied.last_position}", cut=True)
-    for projection in registered():
+    for projection in registered() if scan_rows else ():
         for name in _position_fields(projection.model):
             row = projection.model.objects.filter(**{f"{name}__gt": head}).order_by(f"-{name}").values("pk", name).first()
             if row is not None:
-                return TailProblem(head + 1, f"{_missing(head, row[name])}: the database ends at {head} but row "
-                                             f"{row['pk']!r} of projection {projection.name} was written by the event "
-                                             f"at position {row[name]}", cut=True)
+                return _row_ahead(head, projection.name, row["pk"], row[name])
     return None
+
+
+def rows_ahead(projection: Projection, rows: dict[Any, dict[str, Any]], head: int) -> TailProblem | None:
+    """The same check on rows already read (verify's live rows of a projection that differs)."""
+    names = _position_fields(projection.model)
+    found = max(((row[name], key) for key, row in rows.items() for name in names if (row[name] or 0) > head), default=None)
+    return None if found is None else _row_ahead(head, projection.name, found[1], found[0])
+
+
+def _row_ahead(head: int, projection: str, key: Any, position: int) -> TailProblem:
+    return TailProblem(head + 1, f"{_missing(head, position)}: the database ends at {head} but row {key!r} of "
+                                 f"projection {projection} was written by the event at position {position}", cut=True)
 
 
 def _position_fields(model: type[models.Model]) -> list[str]:

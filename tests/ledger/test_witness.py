@@ -98,6 +98,12 @@ def test_verify_s_own_earlier_run_is_a_witness_too(ledger):
     assert f"positions 4-5 missing: the database ends at 3 but verification run #{run.pk} passed at head 5" in verify_ledger().problem
     VerificationRun.objects.all().delete()  # and the runs
     assert "positions 4-5 missing: the database ends at 3 but projection" in verify_ledger().problem
+    ProjectionState.objects.update(last_position=3)  # and the projections' positions, not their rows
+    report = verify_ledger()
+    assert report.bad_position == 4 and "positions 4-5 missing: the database ends at 3 but row" in report.problem
+    assert "was written by the event at position 5" in report.problem
+    with pytest.raises(LedgerError, match="rebuild refused: positions 4-5 missing: the database ends at 3 but row"):
+        rebuild_projections()
 
 
 def test_a_well_formed_event_appended_by_plain_insert_fails_verify(ledger):
