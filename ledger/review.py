@@ -25,12 +25,12 @@ from .services import NewEvent, append
 
 PUBLICATION_STREAM = "publication"
 REVIEWERS_NEEDED = 2
-
-
-class ReviewError(Exception):
 # The longest sign-off comment or retraction reason, in characters. Events are kept forever and
 # shown on every page of the result: the one limit for the form, the API and the commands.
 MAX_TEXT_CHARS = 4000
+
+
+class ReviewError(Exception):
     """A reviewer action that cannot be recorded; the message says why."""
 
 
@@ -42,18 +42,18 @@ def _status(result: str) -> str | None:
     return ResultStatus.objects.filter(result=result).values_list("status", flat=True).first()
 
 
-def retract(result: str, reason: str, actor: str) -> RecordedEvent:
-    if not (reason or "").strip():
-        raise ReviewError("a retraction needs a reason")
 def _check_length(text: str, what: str) -> None:
     if len(text) > MAX_TEXT_CHARS:
         raise ReviewError(f"{what} is {len(text)} characters long; the limit is {MAX_TEXT_CHARS}")
 
 
+def retract(result: str, reason: str, actor: str) -> RecordedEvent:
+    if not (reason or "").strip():
+        raise ReviewError("a retraction needs a reason")
+    _check_length(reason.strip(), "the reason")
     if _status(result) == "retracted":
         raise ReviewError(f"{result} is already retracted")
     return append(NewEvent(stream=result, type="ResultRetracted", actor=actor,
-    _check_length(reason.strip(), "the reason")
                            payload={"result": result, "reason": reason.strip()}))
 
 
@@ -62,10 +62,10 @@ def sign_off(result: str, reviewer: str, comment: str = "") -> RecordedEvent:
     recorded but counts once)."""
     if _status(result) == "retracted":
         raise ReviewError(f"{result} is retracted: there is nothing to sign off")
+    _check_length(comment, "the comment")
     return append(NewEvent(stream=result, type="AuditSignedOff", actor=reviewer, payload={
         "result": result, "result_version": current_version(result), "reviewer": reviewer, "comment": comment}))
 
-    _check_length(comment, "the comment")
 
 def signoff_state(result: str) -> dict:
     version = current_version(result)
