@@ -24,6 +24,7 @@ from appgate.models import AppRow
 from ledger.errors import ConcurrencyError
 from ledger.models import Event
 from ledger.services import NewEvent, append
+from measurement.harness.cases import CaseError, parse_case
 from measurement.models import OperatorResult
 
 from .models import RerunRow
@@ -48,6 +49,10 @@ def _stream(rerun_id: str) -> str:
 def _target(kind: str, target: str, backend: str) -> tuple[str, str, str]:
     """(result key, backend, status) of what a re-run would revise."""
     if kind == "case":
+        try:
+            parse_case(target)  # one spelling per case: an alias is refused with the canonical id
+        except CaseError as error:
+            raise RerunError(str(error)) from None
         key = operator_result_key(backend, target)
         status = OperatorResult.objects.filter(result=key).values_list("status", flat=True).first()
         if status is None:

@@ -346,7 +346,7 @@ def _candidate_reasons(report: MeasurementReport, candidate: VariantReport) -> t
         return ["impossible_speed"], (f"median {timing.median:.3e} s less the launch overhead {report.launch_overhead:.3e} s "
                                       f"is below the copy-bandwidth floor {floor:.3e} s"), None, None
     if not timing.timed_output_ok:
-        return ["timed_output_mismatch"], f"output of the timed launches has error {timing.timed_output_error:.3g}", None, None
+        return ["timed_output_mismatch"], f"output of the timed launches is wrong: {timing.timed_output_detail}", None, None
     bound = report.bound
     if bound is None:
         return ["no_public_bound"], "no baseline was correct and timed on this case", None, None

@@ -18,12 +18,28 @@ ceil(nx/tx) × ceil(ny/ty) × ceil(nz/tz) (tile defaults to block).
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
 
-from measurement.harness.cases import Case
+from measurement.harness.cases import Case, CaseTooLarge
+
+# The largest candidate source the gate compiles. The largest real sources: 29 KiB (the
+# hand-written octa candidates of fixtures/ledgers/h200_campaign.jsonl and forge/handwritten.py)
+# and 45 KiB (the straightforward C kernel of box_4); 256 KiB leaves more than 5x over both.
+# forge.kernelgen can render more for the deepest diamonds (231 KiB for diamond_ts8 with
+# `march` and 4-wide vectors, 1.4 MiB for diamond_ts16): the gate refuses those as it refuses
+# any other source above the limit.
+MAX_SOURCE_BYTES = 256 * 1024
+# What the harness holds of one case at once, in multiples of its arrays (inputs, coefficient
+# field, output: Case.compulsory_bytes). CPU: the drawn inputs, the guarded copies, the pristine
+# copies, the output, the library baselines' scratch and the parent's own inputs for the
+# oracle; CUDA: the padded arrays, the pristine copies, the copy-bandwidth pair and the
+# library baselines' scratch. About 3-4x on both; refusing above 4x keeps a case that cannot
+# fit from allocating anything.
+HARNESS_COPIES = 4
 
 
 # Before every run the output is filled with this quiet NaN (by bit pattern, per element size);
@@ -49,6 +65,32 @@ def unwritten(output: np.ndarray) -> np.ndarray:
 
 class CompileError(Exception):
     """The candidate did not compile; the message is the compiler's output."""
+
+
+class SourceTooLarge(ValueError):
+    """A kernel source above MAX_SOURCE_BYTES: refused before anything compiles or is recorded."""
+
+
+def check_source(source: str) -> None:
+    """SourceTooLarge for a source above MAX_SOURCE_BYTES (every entry of candidate code calls this)."""
+    size = len(source.encode("utf-8", "surrogatepass"))
+    if size > MAX_SOURCE_BYTES:
+        raise SourceTooLarge(f"the kernel source is {size / 1024:.1f} KiB; the gate takes at most "
+                             f"{MAX_SOURCE_BYTES // 1024} KiB (MAX_SOURCE_BYTES in measurement/backends/base.py)")
+
+
+def ensure_fits(backend: "Backend", case: Case) -> None:
+    """CaseTooLarge, before anything of the case is allocated, when HARNESS_COPIES times its
+    arrays exceed what the backend can give (Backend.memory_limit)."""
+    need = HARNESS_COPIES * case.compulsory_bytes
+    limit, source = backend.memory_limit()
+    if need > limit:
+        arrays = len(case.input_names) + 1
+        raise CaseTooLarge(
+            f"{case.id} needs about {need / 2**30:.1f} GiB on the {backend.name} backend ({HARNESS_COPIES} x its {arrays} "
+            f"arrays of {case.points * case.dtype.itemsize / 2**30:.2f} GiB); {source} gives {limit / 2**30:.1f} GiB. "
+            "Choose a smaller shape or precision."
+        )
 
 
 @dataclass(frozen=True)
@@ -78,6 +120,13 @@ class Buffers(Protocol):
     """Device (or host) arrays of one problem: inputs, output, and their checks."""
 
     def poison_output(self) -> None: ...
+
+    def fill_output(self, value: float) -> None:
+        """Fill the output array (not any padding around it) with `value`: the refill before
+        every timed launch (measurement.harness.protocol)."""
+
+    def sampler(self, points: np.ndarray) -> Callable[[], np.ndarray]:
+        """A function that reads the output at `points` (rows of indices) into host memory."""
 
     def output(self) -> np.ndarray: ...
 
@@ -115,8 +164,15 @@ class Backend(Protocol):
     def coefficients(self, coef: np.ndarray) -> Any:
         """The coefficient array in the form kernels receive (float64, on the device)."""
 
-    def time_launches(self, prepared: Prepared, buffers: Buffers, coef: Any, launches: int, flush: bool) -> list[float]:
-        """Seconds of each of `launches` launches, flushing caches/L2 before each when asked."""
+    def memory_limit(self) -> tuple[int, str]:
+        """(bytes one case's arrays may take here, where that figure comes from), read before
+        anything of the case is allocated (ensure_fits)."""
+
+    def time_launches(self, prepared: Prepared, buffers: Buffers, coef: Any, launches: int, flush: bool, *,
+                      before: Callable[[int], None] | None = None, after: Callable[[int], None] | None = None) -> list[float]:
+        """Seconds of each of `launches` launches, flushing caches/L2 before each when asked.
+        `before(i)` runs before launch i's flush and `after(i)` once launch i has finished;
+        neither is inside the timed region."""
 
     def synchronize(self) -> None: ...
 

@@ -24,6 +24,7 @@ import importlib.util
 import mmap
 import os
 import platform
+import resource
 import shutil
 import time
 from dataclasses import dataclass, field
@@ -41,6 +42,7 @@ from .base import CompileError, Kernel, Variant, fill_output_poison
 COMPILER = os.environ.get("FORGESTENCIL_CC", "cc")
 CFLAGS = ("-O3", "-march=native", "-fopenmp", "-fPIC", "-shared", "-std=c11")
 FALLBACK_LLC_BYTES = 64 * 1024 * 1024
+MEMORY_MARGIN = 0.8  # of the memory free for a case: the rest is the interpreter, libraries, the flush buffer
 PAGE = mmap.PAGESIZE
 PROT_NONE = 0
 
@@ -249,6 +251,13 @@ class CpuBuffers:
 
     def poison_output(self) -> None:
         fill_output_poison(self.arrays["y"].array)
+
+    def fill_output(self, value: float) -> None:
+        self.arrays["y"].array.fill(value)
+
+    def sampler(self, points: np.ndarray):
+        index, y = tuple(points.T), self.arrays["y"].array
+        return lambda: y[index]
 
     def output(self) -> np.ndarray:
         return self.arrays["y"].array.copy()
@@ -571,14 +580,38 @@ class CpuBackend:
     def coefficients(self, coef: np.ndarray) -> np.ndarray:
         return np.ascontiguousarray(np.array(coef, dtype=np.float64, copy=True))
 
-    def time_launches(self, prepared, buffers: CpuBuffers, coef: np.ndarray, launches: int, flush: bool) -> list[float]:
+    def memory_limit(self) -> tuple[int, str]:
+        """MEMORY_MARGIN of the least of: the RAM available now (MemAvailable), what the cgroup
+        still allows (memory.max less memory.current), this process's address-space limit."""
+        bounds = []
+        available = next((line.split()[1] for line in (_read("/proc/meminfo") or "").splitlines()
+                          if line.startswith("MemAvailable:")), None)
+        if available:
+            bounds.append((int(available) * 1024, "the available RAM"))
+        cgroup_max, cgroup_used = _read("/sys/fs/cgroup/memory.max"), _read("/sys/fs/cgroup/memory.current")
+        if cgroup_max and cgroup_max.isdigit() and cgroup_used and cgroup_used.isdigit():
+            bounds.append((int(cgroup_max) - int(cgroup_used), "the cgroup's memory limit"))
+        address_space = resource.getrlimit(resource.RLIMIT_AS)[0]
+        if address_space != resource.RLIM_INFINITY:
+            bounds.append((address_space, "the address-space limit"))
+        if not bounds:
+            raise RuntimeError("cannot tell how much memory this machine has (no /proc/meminfo)")
+        most, what = min(bounds)
+        return int(MEMORY_MARGIN * most), f"{MEMORY_MARGIN:.0%} of {what} ({most / 2**30:.1f} GiB)"
+
+    def time_launches(self, prepared, buffers: CpuBuffers, coef: np.ndarray, launches: int, flush: bool, *,
+                      before=None, after=None) -> list[float]:
         seconds = []
-        for _ in range(launches):
+        for launch in range(launches):
+            if before is not None:
+                before(launch)
             if flush:
                 self.flush_cache()
             start = time.perf_counter_ns()
             prepared.run(buffers, coef)
             seconds.append((time.perf_counter_ns() - start) * 1e-9)
+            if after is not None:
+                after(launch)
         return seconds
 
     def synchronize(self) -> None:

@@ -51,6 +51,7 @@ from .cuda_device import DeviceFacts, compute_processes, cuda_version, cupy, dev
 BASELINES_ENV = "FORGESTENCIL_CUDA_BASELINES"
 COPY_LAUNCHES = 20
 PAD_ROWS = 8
+MEMORY_MARGIN = 0.9  # of the free device memory: the rest for CuPy's pool rounding, cuDNN workspaces
 
 HARNESS_SOURCE = r"""
 /* Harness helpers of the CUDA backend (not kernels under test). */
@@ -126,6 +127,15 @@ class CudaBuffers:
 
     def poison_output(self) -> None:
         fill_output_poison(self.padded["y"])
+
+    def fill_output(self, value: float) -> None:
+        """A device-side fill of the array; the padding keeps its NaN (so a write there still shows)."""
+        self.views["y"].fill(value)
+
+    def sampler(self, points: np.ndarray):
+        flat = cupy.asarray(np.ravel_multi_index(tuple(points.T), self.case.shape))
+        y = self.views["y"].reshape(-1)  # a view: the array is C-contiguous
+        return lambda: cupy.asnumpy(y[flat])
 
     def output(self) -> np.ndarray:
         full = self.padded["y"]
@@ -366,12 +376,24 @@ class CudaBackend:
     def coefficients(self, coef: np.ndarray):
         return device_coefficients(coef)
 
-    def time_launches(self, prepared, buffers: CudaBuffers, coef, launches: int, flush: bool) -> list[float]:
+    def memory_limit(self) -> tuple[int, str]:
+        """MEMORY_MARGIN of the device memory free now (this context and other processes hold the rest)."""
+        free, _ = cupy.cuda.runtime.memGetInfo()
+        return int(MEMORY_MARGIN * free), f"{MEMORY_MARGIN:.0%} of the free memory of the {self.device.name} ({free / 2**30:.1f} GiB)"
+
+    def time_launches(self, prepared, buffers: CudaBuffers, coef, launches: int, flush: bool, *,
+                      before=None, after=None) -> list[float]:
+        """`before` is called, and its device work queued, ahead of the flush and the start event,
+        `after` once the end event has completed: neither is inside the timed region."""
         seconds = []
-        for _ in range(launches):
+        for launch in range(launches):
+            if before is not None:
+                before(launch)
             if flush:
                 self.flush_l2()
             seconds.append(self._time_one(lambda: prepared.run(buffers, coef)))
+            if after is not None:
+                after(launch)
         return seconds
 
     def synchronize(self) -> None:

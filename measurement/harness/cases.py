@@ -4,6 +4,12 @@ A case id reads `TYPE/SHAPE/PRECISION`, e.g. `star_1/512x512x512/f32`,
 `diamond_ts4/256x256x256/f32`, `star2d_1/8192x8192/f64`. Shapes are nz×ny×nx (2D: ny×nx),
 x contiguous. Any well-formed id is a case; matrices are just named lists of ids.
 
+One spelling per case: `parse_case` refuses any other spelling of a case's id (leading zeros,
+signs, spaces, digits other than ASCII, `diamond_ts04`) and names the canonical one, because
+the id is the key of the case's streams (`operator/<backend>/<case>`): an alias would be a
+second case with its own results. Ids of more than 2^31 - 1 points are refused (kernels index
+with 32-bit integers), and so is an id longer than MAX_CASE_ID_CHARS.
+
 The computation, for every type:  y[p] = a[p]? · Σ_o c[class(o)] · u[p + o]
 over the stencil's offsets o, where c holds one coefficient per symmetry class of offsets
 (star: per distance; box: per sorted |offset| tuple), a is the variable coefficient field
@@ -14,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import math
 import re
 from dataclasses import dataclass
 from functools import cached_property
@@ -21,7 +28,12 @@ from functools import cached_property
 import numpy as np
 
 PRECISIONS = {"f16": np.float16, "f32": np.float32, "f64": np.float64}
-TYPE_PATTERN = re.compile(r"^(star|box|star2d|box2d|varcoef_star)_(\d)$|^diamond_ts(\d{1,2})$")
+TYPE_PATTERN = re.compile(r"^(star|box|star2d|box2d|varcoef_star)_(\d)$|^diamond_ts(\d{1,2})$", re.ASCII)
+SHAPE_PATTERN = re.compile(r"[0-9]+(?:x[0-9]+)*", re.ASCII)  # fullmatch: no sign, space or other digit
+MAX_POINTS = 2**31 - 1  # kernels index with 32-bit integers
+# The longest real id is 33 characters (varcoef_star_1/512x512x512/f64); the cap keeps a
+# hostile id from reaching int() with thousands of digits.
+MAX_CASE_ID_CHARS = 64
 VALID_FORMS = (
     "TYPE/SHAPE/PRECISION with TYPE one of star_R, box_R, star2d_R, box2d_R, varcoef_star_R (R = 1..4), "
     "diamond_tsT (T = 1..16); SHAPE nz x ny x nx for 3D (e.g. 512x512x512) or ny x nx for 2D types; "
@@ -31,6 +43,10 @@ VALID_FORMS = (
 
 class CaseError(ValueError):
     pass
+
+
+class CaseTooLarge(CaseError):
+    """The case needs more memory than the backend has (measurement.backends.base.ensure_fits)."""
 
 
 @dataclass(frozen=True)
@@ -99,7 +115,7 @@ class Case:
 
     @property
     def points(self) -> int:
-        return int(np.prod(self.shape))
+        return math.prod(self.shape)
 
     @property
     def region(self) -> tuple[slice, ...]:
@@ -167,23 +183,42 @@ def stencil_of(type_name: str) -> Stencil:
     return Stencil(family.replace("2d", "").replace("varcoef_", ""), dims, r, family.startswith("varcoef"), 1)
 
 
+def canonical_type(type_name: str) -> str:
+    """The one spelling of a stencil type: only diamond_tsT can be spelt two ways (`diamond_ts04`);
+    the other types match exactly one ASCII digit. CaseError if the type is unknown."""
+    stencil = stencil_of(type_name)
+    return f"diamond_ts{stencil.time_steps}" if type_name.startswith("diamond_ts") else type_name
+
+
 def parse_case(text: str) -> Case:
-    parts = text.strip().split("/")
+    """The case of a canonical id; CaseError naming the canonical spelling for any alias.
+
+    Every entry point that takes a case id (commands, services, forge, the API) goes through
+    here, so no alias can open a second stream for one case. Replay never parses ids (the
+    projections copy them), so a ledger that recorded an alias before this check still imports
+    and replays; the shipped ledgers hold canonical ids only (tests/measurement/test_cases.py)."""
+    if not isinstance(text, str) or len(text) > MAX_CASE_ID_CHARS:
+        shown = text[:MAX_CASE_ID_CHARS] + "..." if isinstance(text, str) else repr(text)
+        raise CaseError(f"bad case id {shown!r}: at most {MAX_CASE_ID_CHARS} characters, {VALID_FORMS}")
+    parts = text.split("/")
     if len(parts) != 3:
         raise CaseError(f"bad case id {text!r}: expected {VALID_FORMS}")
-    type_name, shape_text, precision = parts
+    type_name, shape_text, precision = (part.strip() for part in parts)
     stencil = stencil_of(type_name)
     if precision not in PRECISIONS:
         raise CaseError(f"bad precision {precision!r} in {text!r}: use f16, f32 or f64")
-    try:
-        shape = tuple(int(v) for v in shape_text.split("x"))
-    except ValueError:
-        raise CaseError(f"bad shape {shape_text!r} in {text!r}: use e.g. 512x512x512") from None
+    if not SHAPE_PATTERN.fullmatch(shape_text):
+        raise CaseError(f"bad shape {shape_text!r} in {text!r}: use e.g. 512x512x512")
+    shape = tuple(int(v) for v in shape_text.split("x"))
     if len(shape) != stencil.dims:
         raise CaseError(f"{type_name} is {stencil.dims}D but shape {shape_text!r} has {len(shape)} dimensions")
     smallest = 2 * stencil.halo + 1
     if any(n < smallest for n in shape):
         raise CaseError(f"every extent of {text!r} must be at least {smallest} (2 × halo + 1)")
-    if int(np.prod(shape)) > 2**31 - 1:
+    if math.prod(shape) > MAX_POINTS:
         raise CaseError(f"{text!r} has more than 2^31 - 1 points; kernels index with 32-bit integers")
-    return Case(type_name, shape, precision)
+    case = Case(canonical_type(type_name), shape, precision)
+    if case.id != text:
+        raise CaseError(f"{text!r} is not the canonical spelling of its case: use {case.id!r} "
+                        "(one spelling per case: no leading zeros, signs or spaces)")
+    return case

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from measurement.backends import get_backend
-from measurement.backends.base import Kernel, Variant
+from measurement.backends.base import Kernel, Variant, ensure_fits
 
 from .cases import parse_case
 from .protocol import CheckRun, CheckSpec, check_variant
@@ -19,6 +19,7 @@ def baseline_session(backend_name: str, case_id: str, specs: list[CheckSpec]) ->
     {baseline name: its check runs, or the error that stopped it})."""
     backend = get_backend(backend_name)
     case = parse_case(case_id)
+    ensure_fits(backend, case)  # the first child of a measurement: refuse a case too large for the backend here
     straightforward = backend.straightforward(case)
     variants = [Variant("straightforward", straightforward, "baseline")]
     variants += [Variant(name) for name in backend.baseline_names(case) if name != "straightforward"]

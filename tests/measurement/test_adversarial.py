@@ -1,4 +1,9 @@
-"""The planted cheating kernels: each one is rejected, for the right reason, on the CPU backend."""
+"""The planted cheating kernels: each one is rejected, for the right reason, on the CPU backend.
+
+The stale-output cheats (issue 14, point 11) pass every check; what rejects them is the
+output of their own timed launches: each launch starts from a fresh fill of the output and
+is read back (measurement/harness/protocol.py).
+"""
 from pathlib import Path
 
 import pytest
@@ -61,3 +66,51 @@ def test_an_infinite_loop_is_a_timeout(ledger):
     outcome = gate_candidate(F32, "cpu", Kernel(source), "agent:x", protocol=hasty)
     assert outcome.reasons == ["timeout"]
     assert outcome.verdict_event.data["state"] == "runtime_error"
+
+
+def candidate_evidence(outcome) -> dict:
+    (candidate,) = [v for v in outcome.measured_event.data["variants"] if v["role"] == "candidate"]
+    return candidate
+
+
+def stale_output_source(honest: bool) -> str:
+    """tests/measurement/cheats/stale_output.c, or the honest kernel it was made from (the
+    same source without the line marked STALE)."""
+    source = (CHEATS / "stale_output.c").read_text()
+    if honest:
+        source = "\n".join(line for line in source.splitlines() if "/* STALE */" not in line)
+        assert "isnan(y[i])" not in source
+    return source
+
+
+@pytest.mark.parametrize(
+    "source, wrong_launches",
+    [
+        # trusts a number it finds in the output: every timed launch starts from a finite fill
+        (stale_output_source(honest=False), QUICK.passes * QUICK.launches),
+        # its own launch counter: calls 4, 5, 7 and 8 skip planes; 9, the last one, does not
+        ((CHEATS / "launch_counter.c").read_text(), 4),
+    ],
+    ids=["stale_output", "launch_counter"],
+)
+def test_a_kernel_that_relies_on_an_earlier_launch_is_rejected_by_its_timed_output(ledger, source, wrong_launches):
+    outcome = gate_candidate(F32, "cpu", Kernel(source, {"threads": 1}), "agent:adversary", protocol=QUICK)
+    assert outcome.verdict == "rejected" and outcome.reasons == ["timed_output_mismatch"], outcome.detail
+    verdict = outcome.verdict_event.data
+    assert verdict["reasons"] == ["timed_output_mismatch"] and verdict["state"] == "correct"
+    assert "still the value the harness filled the output with before the launch" in verdict["detail"]
+    candidate = candidate_evidence(outcome)
+    assert candidate["correctness"]["correct"], "the checks alone cannot see it"
+    timing = candidate["timing"]
+    assert timing["launches_checked"] == QUICK.passes * QUICK.launches
+    assert timing["launches_wrong"] == wrong_launches and not timing["timed_output_ok"]
+
+
+def test_the_honest_kernel_the_stale_output_cheat_was_made_from_passes_the_timed_output_check(ledger):
+    outcome = gate_candidate(F32, "cpu", Kernel(stale_output_source(honest=True), {"threads": 1}), "agent:honest",
+                             protocol=QUICK)
+    assert outcome.verdict_event.data["state"] == "correct"
+    assert "timed_output_mismatch" not in outcome.reasons and "impossible_speed" not in outcome.reasons, outcome.detail
+    timing = candidate_evidence(outcome)["timing"]
+    assert timing["timed_output_ok"] and timing["launches_wrong"] == 0
+    assert timing["launches_checked"] == QUICK.passes * QUICK.launches

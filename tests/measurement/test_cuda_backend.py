@@ -7,7 +7,9 @@ Run on the device machine with `scripts/gpu_tests.sh` (docs/gpu.md). Three group
 * the full services path (spawned harness children, ledger events): measure_baselines and the
   gate on an honest kernel;
 * the CUDA adversarial subset: the planted cheats of cheats_cuda/*.cu, each rejected for
-  one exact reason, as tests/measurement/test_adversarial.py does for the CPU.
+  one exact reason, as tests/measurement/test_adversarial.py does for the CPU; among them the
+  two that rely on an earlier launch (issue 14, point 11), which pass every check and are
+  rejected by the output of their own timed launches.
 
 The adversarial and honest-gate tests restrict the library baselines to none
 (FORGESTENCIL_CUDA_BASELINES=""): the straightforward kernel is still timed as the bound, and
@@ -34,6 +36,7 @@ F32 = "star_1/64x64x64/f32"
 # Large enough that a copy is well past launch latency: the impossible-speed floor means something.
 F32_LARGE = "star_1/256x256x256/f32"
 ONE_BLOCK_PER_PLANE = {"block": [256, 1, 1], "tile": [65536, 65536, 1]}
+ONE_THREAD_PER_ROW = {"block": [1, 128, 1], "tile": [65536, 128, 1]}
 
 
 @pytest.fixture(scope="module")
@@ -208,6 +211,35 @@ def test_cheat_is_rejected_for_the_right_reason(ledger, no_library_baselines, ch
     assert verdict["reasons"] == [reason] and verdict["verdict"] == "rejected"
     candidates = [v for v in outcome.measured_event.data["variants"] if v["role"] == "candidate"]
     assert len(candidates) == 1 and candidates[0]["correctness"]["correct"] == (reason == "impossible_speed")
+
+
+@pytest.mark.parametrize(
+    "cheat, wrong_launches",
+    [
+        ("stale_output", QUICK.passes * QUICK.launches),  # every timed launch starts from a finite fill
+        ("launch_counter", 4),  # its __device__ counter skips planes in launches 4, 5, 7, 8; 9 is whole
+    ],
+)
+def test_a_kernel_that_relies_on_an_earlier_launch_is_rejected_by_its_timed_output(ledger, no_library_baselines, cheat,
+                                                                                    wrong_launches):
+    kernel = Kernel((CHEATS / f"{cheat}.cu").read_text(), ONE_THREAD_PER_ROW)
+    outcome = gate_candidate(F32_LARGE, "cuda", kernel, "agent:adversary", protocol=QUICK)
+    assert outcome.verdict == "rejected" and outcome.reasons == ["timed_output_mismatch"], outcome.detail
+    assert "still the value the harness filled the output with" in outcome.verdict_event.data["detail"]
+    (candidate,) = [v for v in outcome.measured_event.data["variants"] if v["role"] == "candidate"]
+    assert candidate["correctness"]["correct"], "the checks alone cannot see it"
+    assert candidate["timing"]["launches_checked"] == QUICK.passes * QUICK.launches
+    assert candidate["timing"]["launches_wrong"] == wrong_launches
+
+
+def test_the_honest_kernel_the_stale_output_cheat_was_made_from_passes_the_timed_output_check(ledger, no_library_baselines):
+    source = "\n".join(line for line in (CHEATS / "stale_output.cu").read_text().splitlines() if "/* STALE */" not in line)
+    assert "isnan(y[i])" not in source
+    outcome = gate_candidate(F32_LARGE, "cuda", Kernel(source, ONE_THREAD_PER_ROW), "agent:honest", protocol=QUICK)
+    assert outcome.verdict_event.data["state"] == "correct"
+    assert "timed_output_mismatch" not in outcome.reasons and "impossible_speed" not in outcome.reasons, outcome.detail
+    (candidate,) = [v for v in outcome.measured_event.data["variants"] if v["role"] == "candidate"]
+    assert candidate["timing"]["timed_output_ok"] and candidate["timing"]["launches_wrong"] == 0
 
 
 def test_a_compile_error_is_a_compilation_failure_through_the_gate(ledger, no_library_baselines):

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
+from measurement.backends.base import SourceTooLarge, check_source
 from measurement.harness.cases import CaseError, parse_case
 from measurement.management.commands._common import protocol_from
 from measurement.services import MeasurementError, matrix_cases
@@ -50,7 +51,7 @@ class Command(BaseCommand):
     def handle(self, *args, **options) -> None:
         try:
             getattr(self, f"do_{options['action']}")(options)
-        except (CaseError, MeasurementError, ForgeError, ProposerUnavailable) as exc:
+        except (CaseError, MeasurementError, ForgeError, ProposerUnavailable, SourceTooLarge) as exc:
             raise CommandError(str(exc)) from None
 
     def do_submit(self, options) -> None:
@@ -61,7 +62,9 @@ class Command(BaseCommand):
             launch = json.loads(options["launch"])
         except json.JSONDecodeError as exc:
             raise CommandError(f"--launch is not valid JSON: {exc}") from None
-        proposer = ExternalProposer(source=path.read_text(), hypothesis=options["hypothesis"], launch=launch)
+        source = path.read_text()
+        check_source(source)  # before the campaign and the round are recorded
+        proposer = ExternalProposer(source=source, hypothesis=options["hypothesis"], launch=launch)
         campaign = start_campaign([options["case"]], options["backend"], "external", 1, options["actor"])
         case = selectors.campaign_table(campaign)[0].case
         round_id = start_round(campaign, case, "external", options["actor"])

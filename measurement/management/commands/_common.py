@@ -6,7 +6,7 @@ from pathlib import Path
 
 from django.core.management.base import CommandError
 
-from measurement.backends.base import Kernel
+from measurement.backends.base import Kernel, SourceTooLarge, check_source
 from measurement.harness.plan import DEFAULT_PROTOCOL, ProtocolSettings
 from measurement.services import MeasurementReport
 
@@ -36,7 +36,12 @@ def kernel_from(source: str, launch: str | None) -> Kernel:
         raise CommandError(f"--launch is not valid JSON: {exc}") from None
     if not isinstance(config, dict):
         raise CommandError('--launch must be a JSON object, e.g. {"threads": 2}')
-    return Kernel(path.read_text(), config)
+    source = path.read_text()
+    try:
+        check_source(source)
+    except SourceTooLarge as error:
+        raise CommandError(f"{path}: {error}") from None
+    return Kernel(source, config)
 
 
 def report_table(report: MeasurementReport) -> str:
