@@ -111,10 +111,11 @@ def _confined(command: list[str], cwd: Path, env: dict[str, str], timeout: float
 
 def _sandbox_copy(source_dir: Path, target: Path) -> Path:
     """A copy of a source folder that the sandbox's uid can read, whatever the original's modes
-    (a manifest's folder may be private to the service user); made once per target."""
-    if not target.exists():
-        shutil.copytree(source_dir, target, symlinks=True)
-        sandbox.hand_over(target)
+    (a manifest's folder may be private to the service user), made anew at `target`."""
+    if target.exists():
+        shutil.rmtree(target)
+    shutil.copytree(source_dir, target, symlinks=True)
+    sandbox.hand_over(target)
     return target
 
 
@@ -147,7 +148,9 @@ def run(loaded: LoadedManifest, variant: str, binary: Path, dataset, scratch: Pa
     m = loaded.manifest
     workdir = scratch / f"run-{variant}-{dataset.name}"
     workdir.mkdir(parents=True, exist_ok=True)
-    source = _sandbox_copy(loaded.source_dir, scratch / "source")
+    source = scratch / f"source-{hashlib.sha256(str(loaded.source_dir).encode()).hexdigest()[:12]}"
+    if not source.exists():  # one copy per source folder and scratch, for every run
+        _sandbox_copy(loaded.source_dir, source)
     values = {"out": str(binary), "src": str(source), "workdir": str(workdir), "args": dataset.args,
               "switch": _switch_value(loaded, variant)}
     command = substitute(m.run.command, values)

@@ -76,12 +76,15 @@ def register(path: str | Path, actor: str) -> tuple[LoadedManifest, Any | None]:
 def machine(architecture: str) -> dict[str, Any]:
     """The measuring machine, from the measurement backend of the manifest's architecture."""
     from measurement.backends import get_backend
+    from measurement.harness.isolation import describe as isolation_description
 
     try:
         description = get_backend(architecture).describe()
-    except Exception as error:  # no GPU, no compiler...
+        isolation = isolation_description()  # builds and runs are confined (appgate.runner); no sandbox, no gate
+    except Exception as error:  # no GPU, no compiler, no sandbox...
         raise AppGateError(f"this machine cannot run {architecture} applications: {error}") from None
-    return {"backend": architecture, **{k: v for k, v in description.items() if isinstance(v, (str, int, float, bool)) or v is None}}
+    return {"backend": architecture, **{k: v for k, v in description.items() if isinstance(v, (str, int, float, bool)) or v is None},
+            "isolation": isolation}
 
 
 def record_candidate(loaded: LoadedManifest, candidate: AppCandidate, actor: str):

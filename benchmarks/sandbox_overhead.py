@@ -1,17 +1,25 @@
 #!/usr/bin/env python
-"""What one harness child costs, without and with the sandbox (issue 14).
+"""What one harness child costs, with the sandbox and without it (issue 14).
 
 Every check and timing of a gate runs in a child (measurement.harness.isolation.run_isolated);
 the sandbox adds namespaces, a private /proc and scratch, a uid switch and rlimits to each, and
-a bubblewrap start to the first. This measures, in one process, on the CPU backend:
+a bubblewrap start to the first. In one process, for each mode asked for (`sandbox`: the
+default; `unsafe`: the same server without bubblewrap, FORGESTENCIL_UNSAFE_NO_SANDBOX=1):
 
 * `first_child`: the first run_isolated call (starts the preloading server);
 * `empty_child`: later calls of a function that does nothing (`time.perf_counter`): the fixed
   cost per child;
-* `check_child`: a check child of the straightforward kernel of a tiny case (4 checks), the
-  cheapest child a gate really runs; its kernels come from the build cache after the first.
+* `check_child`: a check child of the straightforward kernel of a small case (4 checks), the
+  cheapest child a gate really runs; its kernels come from the build cache (CPU) after the first.
 
-    .venv/bin/python benchmarks/sandbox_overhead.py --repeat 20 --out docs/benchmarks/sandbox_overhead_after.json
+Needs no Django. Before issue 14 (the forkserver; there `--modes` has no meaning):
+
+    .venv/bin/python benchmarks/sandbox_overhead.py --repeat 20 --out docs/benchmarks/sandbox_overhead_before.json
+
+After it, here and on the device machine (docs/gpu.md):
+
+    .venv/bin/python benchmarks/sandbox_overhead.py --repeat 20 --modes sandbox,unsafe --out docs/benchmarks/sandbox_overhead_after.json
+    python3 benchmarks/sandbox_overhead.py --backend cuda --repeat 20 --modes sandbox,unsafe --out $OUT/sandbox_overhead_h200.json
 """
 from __future__ import annotations
 
@@ -28,7 +36,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-CASE = "star_1/16x16x16/f32"
+CASES = {"cpu": "star_1/16x16x16/f32", "cuda": "star_1/64x64x64/f32"}
 
 
 def seconds(call) -> float:
@@ -45,40 +53,54 @@ def summary(values: list[float]) -> dict:
             "n": len(values), "all": [round(v, 4) for v in values]}
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--repeat", type=int, default=20)
-    parser.add_argument("--out", required=True)
-    options = parser.parse_args()
-
-    from measurement.backends.base import Variant
+def measure_mode(backend: str, repeat: int) -> dict:
+    from measurement.backends.base import Kernel, Variant
     from measurement.harness import codegen, isolation
     from measurement.harness.cases import parse_case
     from measurement.harness.plan import check_plan
     from measurement.harness.protocol import check_variant
-    from measurement.backends.base import Kernel
 
-    case = parse_case(CASE)
-    variant = Variant("straightforward", Kernel(codegen.straightforward_c(case), {}), "baseline")
-    specs = check_plan(case, "cpu", 12345)
-    first = seconds(lambda: isolation.run_isolated(time.perf_counter, (), 120))
-    empty = [seconds(lambda: isolation.run_isolated(time.perf_counter, (), 60)) for _ in range(options.repeat)]
-    check = [seconds(lambda: isolation.run_isolated(check_variant, ("cpu", CASE, variant, specs), 120))
-             for _ in range(max(3, options.repeat // 4))]
+    case = parse_case(CASES[backend])
+    source = codegen.straightforward_c(case) if backend == "cpu" else codegen.straightforward_cuda(case)
+    launch = {} if backend == "cpu" else {k: list(v) for k, v in codegen.DEFAULT_CUDA_LAUNCH.items()}
+    variant = Variant("straightforward", Kernel(source, launch), "baseline")
+    specs = check_plan(case, backend, 12345)
+    first = seconds(lambda: isolation.run_isolated(time.perf_counter, (), 300))
+    empty = [seconds(lambda: isolation.run_isolated(time.perf_counter, (), 60)) for _ in range(repeat)]
+    check = [seconds(lambda: isolation.run_isolated(check_variant, (backend, case.id, variant, specs), 300))
+             for _ in range(max(3, repeat // 4))]
     describe = getattr(isolation, "describe", None)
+    return {"isolation": describe() if describe else "forkserver children, no sandbox (before issue 14)",
+            "first_child_seconds": round(first, 4), "empty_child_seconds": summary(empty),
+            "check_child_seconds": summary(check)}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--backend", choices=sorted(CASES), default="cpu")
+    parser.add_argument("--repeat", type=int, default=20)
+    parser.add_argument("--modes", default="sandbox", help="comma-separated: sandbox, unsafe")
+    parser.add_argument("--out", required=True)
+    options = parser.parse_args()
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout.strip()
     result = {
-        "command": " ".join([".venv/bin/python", "benchmarks/sandbox_overhead.py", *sys.argv[1:]]),
+        "command": " ".join(["python", "benchmarks/sandbox_overhead.py", *sys.argv[1:]]),
         "commit": commit,
-        "isolation": describe() if describe else "forkserver children, no sandbox (before issue 14)",
-        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "loadavg": os.getloadavg()},
-        "case": CASE,
-        "first_child_seconds": round(first, 4),
-        "empty_child_seconds": summary(empty),
-        "check_child_seconds": summary(check),
+        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "loadavg_before": os.getloadavg()},
+        "backend": options.backend,
+        "case": CASES[options.backend],
+        "modes": {},
     }
+    for mode in options.modes.split(","):
+        os.environ.pop("FORGESTENCIL_UNSAFE_NO_SANDBOX", None)
+        if mode == "unsafe":
+            os.environ["FORGESTENCIL_UNSAFE_NO_SANDBOX"] = "1"
+        result["modes"][mode] = measure_mode(options.backend, options.repeat)
+    result["machine"]["loadavg_after"] = os.getloadavg()
     Path(options.out).write_text(json.dumps(result, indent=1) + "\n")
-    print(json.dumps({k: v for k, v in result.items() if k != "machine"}, indent=1))
+    for mode, numbers in result["modes"].items():
+        print(f"{mode}: first {numbers['first_child_seconds']} s, empty child median {numbers['empty_child_seconds']['median']} s, "
+              f"check child median {numbers['check_child_seconds']['median']} s")
     return 0
 
 

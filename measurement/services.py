@@ -22,7 +22,8 @@ from django.conf import settings
 from ledger.services import NewEvent, append, append_many
 from measurement.backends.base import Kernel, Variant
 from measurement.harness.cases import Case, CaseError, parse_case
-from measurement.harness.isolation import run_isolated
+from measurement.harness.isolation import SandboxUnavailable, run_isolated
+from measurement.harness.isolation import describe as isolation_description
 from measurement.harness.judge import (
     REGRESSION_BAND,
     Correctness,
@@ -214,6 +215,10 @@ def measure(
 ) -> MeasurementReport:
     """Check every variant, then time the correct ones with the canonical protocol."""
     case = parse_case(case_id)
+    try:  # no sandbox, no measurement (unless explicitly opted out: the description says so)
+        isolation = isolation_description()
+    except SandboxUnavailable as error:
+        raise MeasurementError(str(error)) from None
     protocol = protocol or DEFAULT_PROTOCOL[backend]
     say = progress or (lambda message: None)
     seed = int.from_bytes(os.urandom(8), "little") >> 12  # < 2**52: exact in JSON
@@ -239,6 +244,7 @@ def measure(
             checks.setdefault(variant.name, pool.submit(_check, case, backend, variant, specs, protocol.check_timeout))
         checked = {name: future.result() for name, future in checks.items()}
     description, straightforward, baseline_runs = session.value
+    description = {**description, "isolation": isolation}
     reports: dict[str, VariantReport] = {}
     floors: dict[str, float] = {}
     references: dict = {}  # each check's float64 reference, computed once for all variants

@@ -31,6 +31,8 @@ from measurement.harness.framing import load_result, read_frame, split_frame
 from measurement.harness.sandbox import SandboxUnavailable  # noqa: F401  (callers catch it from here)
 from measurement.harness.sandbox_server import RESULT_LIMIT
 
+KILL_WAIT_S = 30  # for the namespace of a child past its time limit to be gone
+
 
 @dataclass(frozen=True)
 class Isolated:
@@ -41,7 +43,9 @@ class Isolated:
 
 
 def describe() -> dict:
-    """How children are isolated here: recorded with every measurement (services.measure)."""
+    """How children are isolated here, recorded with every measurement (services.measure);
+    SandboxUnavailable when there is no sandbox (the server's self-test runs first)."""
+    sandbox.server()
     return sandbox.describe()
 
 
@@ -68,8 +72,11 @@ def run_isolated(function: Callable, args: tuple, timeout: float) -> Isolated:
     connection = sandbox.server().submit(header, call)
     try:
         answer = _answer(connection, max(0.0, timeout - (time.monotonic() - started)))
+        if answer is None:  # the end of our side tells the server to kill the child's namespace;
+            connection.shutdown(socket.SHUT_WR)  # its answer comes once everything in it is dead
+            select.select([connection], [], [], KILL_WAIT_S)
     finally:
-        connection.close()  # at the time limit this is what kills the child and its namespace
+        connection.close()
     if answer is None:
         return Isolated(False, error=f"timed out after {timeout:g} s", kind="timeout")
     info, raw = answer

@@ -145,23 +145,34 @@ def limits() -> dict:
             "processes": max(256, 8 * (os.cpu_count() or 1)), "file_size": 1 << 30, "scratch": 1 << 30}
 
 
+def _folders(paths: list[str], roots: list[str], made: set[str]) -> list[str]:
+    """bwrap arguments that create the folders leading to `paths` inside the hidden `roots` as
+    traversable (bwrap would copy their modes from outside, where they may be private)."""
+    args = []
+    for path in paths:
+        for parent in reversed(Path(path).parents):
+            name = str(parent)
+            if _under(name, roots) and name not in roots and name not in made:
+                made.add(name)
+                args += ["--perms", "0755", "--dir", name]
+    return args
+
+
 def view_arguments(writable: list[str] = (), readable: list[str] = (), cache: bool = False) -> list[str]:
     """bwrap's mounts, in order: later mounts land on top of earlier ones. `cache`: the build
     cache at CACHE_IN_VIEW, writable (the server remounts it read-only for every child)."""
     args = ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
-    roots = hidden_roots()
+    roots, made = hidden_roots(), set()
     for root in roots:
         args += ["--tmpfs", root]
-    made: set[str] = set()
-    for path in exposed() + list(readable) + list(writable):  # their folders inside a hidden root:
-        for parent in reversed(Path(path).parents):  # traversable, whatever their mode outside
-            if _under(str(parent), roots) and str(parent) not in roots and str(parent) not in made:
-                made.add(str(parent))
-                args += ["--perms", "0755", "--dir", str(parent)]
-    for path in exposed() + list(readable):
+    args += _folders(exposed(), roots, made)
+    for path in exposed():
         args += ["--ro-bind", path, path]
     for path in var_dirs():
         args += ["--tmpfs", path]
+    args += _folders(list(readable) + list(writable), roots + var_dirs(), made)
+    for path in readable:
+        args += ["--ro-bind", path, path]
     for path in writable:
         args += ["--bind", path, path]
     if cache:
@@ -307,6 +318,9 @@ def command(argv: list[str], timeout: float, cwd: str, writable: list[str] = (),
     uid 65534 (root) or without capabilities (otherwise); `writable` is all it may write."""
     if unsafe():
         return list(argv)
+    missing = [tool for tool in ("prlimit", "setpriv") if not shutil.which(tool)]
+    if missing:
+        raise SandboxUnavailable(f"{' and '.join(missing)} (util-linux) not found: confined programs need them")
     limit = limits()
     memory = "--data" if limit["memory_kind"] == "data" else "--as"
     cpu = int(timeout * (os.cpu_count() or 1)) + 60

@@ -7,16 +7,18 @@ installed cupy, torch, pystencils: ~10 s on the device machine), then forks for 
     server (root of the sandbox; our code only)
       └ intermediate, one per request: relays the result, answers build requests
           └ helper: unshare(CLONE_NEWPID), then fork
-              └ the harness child = pid 1 of a new pid namespace: unshare(CLONE_NEWNS), a private
-                /proc and /tmp, the build cache remounted read-only, rlimits, every capability
-                dropped, uid/gid 65534, no_new_privs, a scrubbed environment; then the call
+              └ the harness child = pid 1 of a new pid namespace, in new mount, network, IPC and
+                UTS namespaces: a private /proc and /tmp, the build cache remounted read-only,
+                rlimits, every capability dropped, uid/gid 65534, no_new_privs, a scrubbed
+                environment; then the call
 
 When the harness child (pid 1) exits, the kernel kills every process left in its namespace, so
 a double-forked daemon or a spinning grandchild dies with the check that started it. A timeout
-(the parent closes the request) is a SIGKILL to pid 1, with the same effect. A build request
+(the parent shuts its side of the request) is a SIGKILL to pid 1, with the same effect, and the
+parent hears back once all is dead. A build request
 gets a confined child of its own (same confinement, own namespaces): the candidate cannot see
-or trace the compiler that fills the cache. In the development opt-out (`--unsafe`) there are
-no namespaces and no uid change; the child leads a session of its own, which is killed after it.
+or trace the compiler that fills the cache. In the development opt-out (not `sandboxed`) there
+are no namespaces and no uid change; the child leads a session of its own, killed after it.
 """
 from __future__ import annotations
 
@@ -36,6 +38,7 @@ import traceback
 from measurement.harness.framing import read_frame, write_frame
 
 CLONE_NEWNS, CLONE_NEWPID = 0x00020000, 0x20000000
+CLONE_NEWNET, CLONE_NEWIPC, CLONE_NEWUTS = 0x40000000, 0x08000000, 0x04000000
 MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_RDONLY = 2, 4, 8, 1
 MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
 PR_SET_PDEATHSIG, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS = 1, 24, 38
@@ -100,7 +103,9 @@ def _set_limits(limits: dict, cpu_seconds: float) -> None:
 def _confine(options: dict, environment: dict, cpu_seconds: float, keep: tuple[int, ...]) -> None:
     """Turn this freshly forked process into a harness child (see the module docstring)."""
     if options["sandboxed"]:
-        _checked(_libc.unshare(CLONE_NEWNS), "unshare(CLONE_NEWNS)")
+        # own network, IPC and host-name namespaces too: two children of one server (a GPU gate
+        # checks the candidate and the prior best at once) share no loopback, socket or SysV IPC
+        _checked(_libc.unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS), "unshare")
         _mount(None, "/", None, MS_REC | MS_PRIVATE)
         _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
         owner = options["uid"] if options["separate_uid"] else os.getuid()
@@ -278,9 +283,13 @@ def serve_request(options: dict, connection: socket.socket) -> None:
     overflow = False
     while child.status in watched:
         ready, _, _ = select.select(list(watched), [], [])
-        if fd in ready:  # the parent gave up (timeout) or died: nothing more will be read
+        if fd in ready:  # the parent gave up (timeout) or died: kill, then say so once all is dead
             child.kill()
             child.finish()
+            try:
+                write_frame(fd, json.dumps({"killed": True}).encode())
+            except OSError:
+                pass
             return
         if broker in ready and not _answer_build(options, environment, child):
             watched.discard(broker)

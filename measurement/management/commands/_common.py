@@ -2,11 +2,13 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from django.core.management.base import CommandError
 
 from measurement.backends.base import Kernel, SourceTooLarge, check_source
+from measurement.harness import sandbox
 from measurement.harness.plan import DEFAULT_PROTOCOL, ProtocolSettings
 from measurement.services import MeasurementReport
 
@@ -16,9 +18,13 @@ def add_protocol_arguments(parser) -> None:
     parser.add_argument("--passes", type=int, help="timing passes (default 7)")
     parser.add_argument("--launches", type=int, help="launches per measurement (default: 5 cpu, 10 cuda)")
     parser.add_argument("--actor", default="user:cli")
+    parser.add_argument("--unsafe-no-sandbox", action="store_true",
+                        help="development only: run candidate code without the sandbox (recorded on every measurement)")
 
 
 def protocol_from(options) -> ProtocolSettings:
+    if options.get("unsafe_no_sandbox"):  # read by measurement.harness.sandbox at every child
+        os.environ[sandbox.UNSAFE_ENV] = "1"
     base = DEFAULT_PROTOCOL[options["backend"]]
     changes = {k: options[k] for k in ("passes", "launches") if options.get(k)}
     if any(v < 1 for v in changes.values()):
