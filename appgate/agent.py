@@ -98,7 +98,8 @@ def _finish(name: str, outcome: AppGateOutcome, actor: str) -> None:
 def _kernel_agent(case: str, backend: str, rounds: int, actor: str) -> tuple[str, dict]:
     """Forge the hot operator's case (when rounds > 0), then ask the library for its kernel."""
     from forge.library import NoForgedKernel, lookup
-    from forge.services import run_campaign, start_campaign
+    from forge.runner import run_campaign
+    from forge.services import start_campaign
 
     evidence: dict = {"case": case, "backend": backend, "rounds": rounds}
     if rounds > 0:

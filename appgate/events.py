@@ -6,6 +6,7 @@ from typing import Any, Literal, Optional
 from pydantic import Field
 
 from ledger.event_types import Payload, event_type
+from ledger.leases import WorkerIdentity
 
 Milestone = Literal["M1", "M2a", "M2b", "M3", "M4"]
 AppState = Literal["IN_PROGRESS", "OUT_OF_SCOPE", "BLOCKED", "RESEARCH", "DROPPED", "INTEGRATED"]
@@ -94,9 +95,10 @@ class AppGateVerdict(Payload):
     result: str  # app/<architecture>/<name>
     app: str
     run: str
-    verdict: Literal["admitted", "rejected"]
+    # A re-run (`revises` set) whose timing was noisy is inconclusive: it changes nothing.
+    verdict: Literal["admitted", "rejected", "inconclusive"]
     reasons: list[str]
-    detail: str = ""
+    detail: str = ""  # an inconclusive re-run's starts with why ("noisy: spread 9.1% on small, CI …; …")
     headline: Optional[float] = None  # geometric mean over every dataset
     headline_ci: Optional[list[float]] = None
     datasets: dict[str, Optional[float]] = Field(default_factory=dict)  # shown, never the headline
@@ -110,3 +112,15 @@ class AppGateVerdict(Payload):
     measurements: list[str] = Field(default_factory=list)  # AppDatasetMeasured / AppVariantBuilt ids
     revises: Optional[str] = None
     candidate: Optional[str] = None  # the AppCandidateProposed id when the candidate is a patch
+
+
+@event_type("AppGateAbandoned", owner="appgate")
+class AppGateAbandoned(Payload):
+    """The reaper's: the process running gate run `run` died before its verdict (ledger/leases.py).
+    It closes the run: its AppVariantBuilt / AppDatasetMeasured events get no verdict."""
+
+    app: str
+    run: str
+    reason: str
+    worker: WorkerIdentity
+

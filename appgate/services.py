@@ -1,14 +1,17 @@
 """The application gate: register a manifest, build and check both variants, time every dataset
 with the canonical interleaved passes, and record a verdict whose headline is the geometric mean
 over all datasets (never a single dataset). Re-runs revise a standing result by appending
-`ResultRetracted` / `ResultDowngraded`, as the operator gate does.
+`ResultRetracted` / `ResultDowngraded`, as the operator gate does, and only on conclusive
+evidence: a re-run with a noisy dataset is `inconclusive` and changes nothing.
+
+A gate run holds a lease (ledger/leases.py) whose scratch folder holds its builds and runs: when
+its process dies, the reaper closes the run with AppGateAbandoned and removes the folder.
 """
 from __future__ import annotations
 
 import hashlib
 import math
 import statistics
-import tempfile
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,6 +19,7 @@ from typing import Any, Callable
 
 from django.conf import settings
 
+from ledger import leases
 from ledger.models import Event
 from ledger.services import NewEvent, append, record_from_row
 from measurement.harness.judge import REGRESSION_BAND, bootstrap_ratio_ci
@@ -28,6 +32,7 @@ from .projections import result_key
 
 FLOOR = 0.98  # below this all-dataset geometric mean the change is rejected
 ROOT = Path(settings.BASE_DIR)
+REAPER = "system:reaper"
 
 
 class AppGateError(Exception):
@@ -51,6 +56,7 @@ class AppGateOutcome:
     datasets: dict[str, float | None]
     verdict_event: Any
     measured: list[dict] = field(default_factory=list)  # per dataset: the AppDatasetMeasured payload
+    inconclusive: str = ""  # why a re-run's verdict is inconclusive; "" otherwise
 
 
 def _shown_path(path: Path) -> str:
@@ -111,27 +117,36 @@ def run_gate(path: str | Path, actor: str, protocol: AppProtocol | None = None,
     """The gate on one manifest. `candidate`: an AppCandidateProposed id whose patch is the
     candidate (built from a patched copy with the candidate switch); without it the candidate is
     the switch's variant of the unchanged source."""
-    protocol = protocol or AppProtocol()
-    say = progress or (lambda message: None)
     loaded, _ = register(path, actor)
+    gate_run = str(uuid.uuid4())
+    lease = leases.take("appgate-run", f"{loaded.name}/{gate_run}", f"app/{loaded.name}/run/{gate_run}", scratch=True)
+    with leases.holding(lease):
+        return _run_gate(loaded, gate_run, Path(lease.scratch), actor, protocol or AppProtocol(),
+                         progress or (lambda message: None), revises, candidate)
+
+
+def _run_gate(loaded: LoadedManifest, gate_run: str, scratch: Path, actor: str, protocol: AppProtocol,
+              say: Callable[[str], None], revises: str | None, candidate: str | None) -> AppGateOutcome:
     m = loaded.manifest
     description = machine(m.architecture)
-    gate_run = str(uuid.uuid4())
     stream = f"app/{m.name}"
     evidence: list[str] = []
     measured: list[dict] = []
 
     def verdict(reasons: list[str], detail: str, datasets: dict | None = None, headline: float | None = None,
-                headline_ci=None, amdahl: dict | None = None) -> AppGateOutcome:
+                headline_ci=None, amdahl: dict | None = None, inconclusive: str = "") -> AppGateOutcome:
         payload = {
             "result": result_key(m.architecture, m.name), "app": m.name, "run": gate_run,
-            "verdict": "rejected" if reasons else "admitted", "reasons": reasons, "detail": detail,
+            "verdict": "inconclusive" if inconclusive else "rejected" if reasons else "admitted", "reasons": reasons,
+            "detail": f"{inconclusive}; {detail}" if inconclusive else detail,
             "headline": headline, "headline_ci": headline_ci, "datasets": datasets or {},
-            "real": not reasons and description["backend"] == m.architecture, "architecture": m.architecture,
-            "machine": description, "measurements": evidence, "revises": revises, "candidate": candidate, **(amdahl or {}),
+            "real": not reasons and not inconclusive and description["backend"] == m.architecture,
+            "architecture": m.architecture, "machine": description, "measurements": evidence, "revises": revises,
+            "candidate": candidate, **(amdahl or {}),
         }
         event = append(NewEvent(stream=stream, type="AppGateVerdict", actor=actor, payload=payload))
-        return AppGateOutcome(payload["verdict"], reasons, detail, headline, payload["datasets"], event, measured)
+        return AppGateOutcome(payload["verdict"], reasons, payload["detail"], headline, payload["datasets"], event,
+                              measured, inconclusive)
 
     changed = baseline_mismatches(loaded)
     if changed:
@@ -139,33 +154,31 @@ def run_gate(path: str | Path, actor: str, protocol: AppProtocol | None = None,
     patch, stale = _candidate_files(loaded, candidate) if candidate else ({}, [])
     if stale:
         return verdict(["candidate_stale"], f"the patch was proposed against another baseline of {', '.join(stale)}")
-    with tempfile.TemporaryDirectory(prefix=f"appgate-{m.name}-") as scratch_name:
-        scratch = Path(scratch_name)
-        sources = {"baseline": loaded.source_dir,
-                   "candidate": runner.patched_source(loaded, patch, scratch) if patch else loaded.source_dir}
-        binaries = {}
+    sources = {"baseline": loaded.source_dir,
+               "candidate": runner.patched_source(loaded, patch, scratch) if patch else loaded.source_dir}
+    binaries = {}
+    for variant in runner.VARIANTS:
+        say(f"building the {variant}")
+        built = runner.build(loaded, variant, scratch, sources[variant])
+        event = append(NewEvent(stream=stream, type="AppVariantBuilt", actor=actor, payload={
+            "app": m.name, "run": gate_run, "variant": variant, "ok": built.ok, "command": built.command,
+            "seconds": built.seconds, "output_tail": built.output_tail, "binary_hash": built.binary_hash,
+            "source_hashes": {name: file_hash(sources[variant] / name) for name in m.source.baseline_files}}))
+        evidence.append(str(event.event_id))
+        if not built.ok:
+            return verdict([f"{variant}_build_failed"], built.output_tail[-500:])
+        binaries[variant] = built.binary
+    for dataset in m.datasets:  # every dataset, both variants, before any timing
+        say(f"checking both variants on {dataset.name}")
+        check = runner.check_dataset(loaded, binaries, dataset, scratch)
         for variant in runner.VARIANTS:
-            say(f"building the {variant}")
-            built = runner.build(loaded, variant, scratch, sources[variant])
-            event = append(NewEvent(stream=stream, type="AppVariantBuilt", actor=actor, payload={
-                "app": m.name, "run": gate_run, "variant": variant, "ok": built.ok, "command": built.command,
-                "seconds": built.seconds, "output_tail": built.output_tail, "binary_hash": built.binary_hash,
-                "source_hashes": {name: file_hash(sources[variant] / name) for name in m.source.baseline_files}}))
-            evidence.append(str(event.event_id))
-            if not built.ok:
-                return verdict([f"{variant}_build_failed"], built.output_tail[-500:])
-            binaries[variant] = built.binary
-        for dataset in m.datasets:  # every dataset, both variants, before any timing
-            say(f"checking both variants on {dataset.name}")
-            check = runner.check_dataset(loaded, binaries, dataset, scratch)
-            for variant in runner.VARIANTS:
-                if not check.correct[variant]:
-                    return verdict([f"{variant}_incorrect"], f"{dataset.name}: {variant}: {check.detail[variant]}")
-        for dataset in m.datasets:
-            payload = time_dataset(loaded, binaries, dataset, scratch, protocol, gate_run, say)
-            event = append(NewEvent(stream=stream, type="AppDatasetMeasured", actor=actor, payload=payload))
-            evidence.append(str(event.event_id))
-            measured.append(payload)
+            if not check.correct[variant]:
+                return verdict([f"{variant}_incorrect"], f"{dataset.name}: {variant}: {check.detail[variant]}")
+    for dataset in m.datasets:
+        payload = time_dataset(loaded, binaries, dataset, scratch, protocol, gate_run, say)
+        event = append(NewEvent(stream=stream, type="AppDatasetMeasured", actor=actor, payload=payload))
+        evidence.append(str(event.event_id))
+        measured.append(payload)
     failed = [p for p in measured if not all(p["correct"].values())]
     if failed:
         variant = next(v for v in runner.VARIANTS if not failed[0]["correct"][v])
@@ -178,7 +191,13 @@ def run_gate(path: str | Path, actor: str, protocol: AppProtocol | None = None,
     reasons = [] if headline >= FLOOR else ["below_floor"]
     if reasons:
         detail += f"; below the {FLOOR}x floor"
-    return verdict(reasons, detail, speedups, headline, ci, amdahl)
+    noisy = [p for p in measured if p["noisy"]]
+    inconclusive = ""
+    if revises is not None and noisy:  # a re-run revises only on a quiet measurement
+        spreads = [(v, p["dataset"]) for p in noisy for v in p["spread"].values() if v is not None]
+        widest = "spread {:.1%} on {}".format(*max(spreads)) if spreads else f"one pass only on {noisy[0]['dataset']}"
+        inconclusive = f"noisy: {widest}, CI {ci[0]:.3f}–{ci[1]:.3f}"
+    return verdict(reasons, detail, speedups, headline, ci, amdahl, inconclusive)
 
 
 def time_dataset(loaded, binaries, dataset, scratch, protocol: AppProtocol, gate_run: str, say) -> dict:
@@ -254,6 +273,8 @@ def rerun(app: str, actor: str, protocol: AppProtocol | None = None, progress=No
                        candidate=standing.get("candidate"))
     revision = None
     common = {"result": row.result, "rerun": str(outcome.verdict_event.event_id), "revises": row.verdict_event}
+    if outcome.inconclusive:
+        return outcome, None
     if outcome.verdict == "rejected" and outcome.headline is None:
         revision = append(NewEvent(stream=row.result, type="ResultRetracted", actor=actor, payload={
             **common, "reason": f"gate re-run: {', '.join(outcome.reasons)}: {outcome.detail}"}))
@@ -264,3 +285,17 @@ def rerun(app: str, actor: str, protocol: AppProtocol | None = None, progress=No
                 **common, "from_value": row.headline, "to_value": outcome.headline, "unit": "x",
                 "reason": f"gate re-run measured {outcome.detail}"}))
     return outcome, revision
+
+
+def abandon_run(subject: str, reason: str, worker: dict[str, Any]) -> bool:
+    """The reaper's handler for lease kind "appgate-run" (subject "<app>/<run>"): close a gate run
+    whose process died, unless it reached its verdict (or was closed) before."""
+    app, run = subject.split("/", 1)
+    stream = f"app/{app}"
+    ended = Event.objects.filter(stream=stream, type__in=["AppGateVerdict", "AppGateAbandoned"], body__contains=f'"run":"{run}"')
+    if ended.exists():
+        return False
+    append(NewEvent(stream=stream, type="AppGateAbandoned", actor=REAPER,
+                    payload={"app": app, "run": run, "reason": reason, "worker": worker}))
+    return True
+

@@ -118,7 +118,7 @@ def scheduled(case_id: str, number: int, levers, handwritten: bool, first: int =
 def resume(path: Path) -> tuple[str, list[str]]:
     """Import an earlier call's export and continue its (last) campaign: a device call has 10
     minutes, a 37-case campaign needs many; rounds cut by the last call's end are abandoned."""
-    from forge.services import abandon_stale_rounds, settle
+    from forge.runner import resume_campaign
     from ledger.transfer import import_ledger
 
     fresh, _ = import_ledger(path, ACTOR)
@@ -126,9 +126,7 @@ def resume(path: Path) -> tuple[str, list[str]]:
     if not started:
         raise SystemExit(f"{path} holds no CampaignStarted event to resume")
     campaign, cases = started[-1]["campaign"], started[-1]["cases"]
-    abandoned = abandon_stale_rounds(campaign, ACTOR)
-    for case in cases:
-        settle(campaign, case, ACTOR)
+    _, abandoned = resume_campaign(campaign, ACTOR)
     log(f"resumed campaign {campaign} from {path} ({fresh} events imported, {abandoned} cut rounds abandoned)")
     return campaign, cases
 

@@ -4,7 +4,7 @@
 Why: a change of harness, driver or library has to be checked against everything already
 claimed, and a whole-matrix re-run must fit in one device call. This imports a ledger export
 (e.g. a forge campaign's, carried in an ignored folder such as device_carry/) into a fresh
-scratch ledger, runs `measurement.services.rerun_all` for --backend (each admitted or
+scratch ledger, runs `measurement.reruns.rerun_all` for --backend (each admitted or
 downgraded result re-gated in case order; a failed check appends ResultRetracted, a much
 slower speedup ResultDowngraded), prints one line per case to stderr, and writes
 
@@ -50,7 +50,7 @@ def run(options: argparse.Namespace) -> int:
     from ledger.transfer import import_ledger
     from measurement import selectors
     from measurement.harness.plan import DEFAULT_PROTOCOL
-    from measurement.services import rerun_all, rerun_counts
+    from measurement.reruns import rerun_all, rerun_counts
 
     initialise_ledger(f"gate re-run ({options.backend}, scratch)", ACTOR)
     imported, _ = import_ledger(Path(options.ledger), ACTOR)
@@ -80,6 +80,7 @@ def run(options: argparse.Namespace) -> int:
             "admitted_speedup": o.admitted_speedup,
             "revision": o.revision,
             "reasons": o.reasons,
+            "inconclusive": o.inconclusive,
             "error": o.error,
             "seconds": round(o.seconds, 3),
         } for o in outcomes],

@@ -155,7 +155,24 @@ CELERY_TASK_DEFAULT_QUEUE = "cpu"
 # `celery -A config worker -Q gpu --concurrency 1`, one measurement at a time per GPU.
 CELERY_TASK_QUEUES = {"cpu": {"exchange": "cpu", "routing_key": "cpu"}, "gpu": {"exchange": "gpu", "routing_key": "gpu"}}
 CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True  # a pool child killed mid-task: the message goes back to the queue
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# Redis hands an unacknowledged message to another worker after this long, so it must exceed the
+# longest task: a forging round can gate twice (its candidate, then a due branch's head), each
+# gate at most 3 CPU check children x 300 s plus 3 timing attempts x 900 s (ProtocolSettings):
+# 7200 s. A duplicate delivered earlier is harmless (every task claims its work first), only
+# wasted; the ledger side of a dead worker is the reaper's business, not redelivery's.
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": float(os.environ.get("CELERY_VISIBILITY_TIMEOUT_S", "7200"))}
+# Leases of running work (ledger/leases.py): refreshed every WORKER_HEARTBEAT_S; a lease not
+# refreshed for WORKER_LEASE_S is dead, and the reaper (beat, every REAPER_INTERVAL_S) closes
+# its work with an abandoned event. `forge run` stops waiting for a round that no worker took
+# within FORGE_ROUND_CLAIM_TIMEOUT_S.
+WORKER_HEARTBEAT_S = float(os.environ.get("WORKER_HEARTBEAT_S", "10"))
+WORKER_LEASE_S = float(os.environ.get("WORKER_LEASE_S", "60"))
+REAPER_INTERVAL_S = float(os.environ.get("REAPER_INTERVAL_S", "60"))
+FORGE_ROUND_CLAIM_TIMEOUT_S = float(os.environ.get("FORGE_ROUND_CLAIM_TIMEOUT_S", "600"))
+CELERY_BEAT_SCHEDULE = {"reap": {"task": "ledger.reap", "schedule": REAPER_INTERVAL_S, "options": {"queue": "cpu"}}}
+CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 
 # Ed25519 checkpoint signing. LEDGER_SIGNING_KEY is a base64 32-byte seed; without it a key
 # is generated once into var/ (embedded default). LEDGER_TRUSTED_PUBLIC_KEYS (comma-separated

@@ -7,6 +7,7 @@ from typing import Any, Literal, Optional
 from pydantic import Field
 
 from ledger.event_types import Payload, event_type
+from ledger.leases import WorkerIdentity
 
 ExecutionState = Literal["generation_failure", "compilation_failure", "runtime_error", "mismatch", "correct"]
 
@@ -86,6 +87,17 @@ class RoundAbandoned(Payload):
     round: str
     case: str
     reason: str
+
+
+@event_type("RoundAbandoned", owner="forge", version=2, upcast_from_previous=lambda payload: {**payload, "worker": None})
+class RoundAbandonedV2(Payload):
+    """Version 2 names the dead worker when the reaper found it (ledger/leases.py); None when the
+    round was left open without a lease (abandoned on resume, or written before leases)."""
+
+    round: str
+    case: str
+    reason: str
+    worker: Optional[WorkerIdentity]
 
 
 @event_type("PerfLogged", owner="forge")

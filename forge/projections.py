@@ -36,7 +36,7 @@ class Rounds(Projection):
         if event.type == "CandidateProposed":
             row.update(status="proposed", subject=data["subject"], lever_tags=data["lever_tags"], source_hash=data["source_hash"])
         elif event.type == "RoundAbandoned":
-            row.update(status="abandoned", state="")
+            row.update(status="abandoned", state="", detail=data["reason"])
         else:
             row.update(status=ROUND_END[event.type], state=data["state"], detail=data["detail"], verdict_event=data["verdict_event"] or "",
                        speedup=data["speedup"], improvement=data["improvement"])

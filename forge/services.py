@@ -4,15 +4,22 @@ A round: read the rulebook, perf log, idea log, current best and recent subjects
 change from the proposer; gate it (measurement.services.gate_candidate); commit or revert;
 always log the change and its measurement, and the next idea. Every step is an event, so the
 loop's whole history is reconstructible from the ledger alone.
+
+A worker runs a round holding the round's lease (ledger/leases.py); when it dies mid-round the
+reaper closes the round with RoundAbandoned (`abandon_round`), and the worker's own events expect
+the stream's version, so a round never ends twice. Campaigns are driven by forge.runner.
 """
 from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from django.db import transaction
 
+from ledger import leases
+from ledger.errors import ConcurrencyError
+from ledger.selectors import stream_version
 from ledger.services import NewEvent, append, append_many
 from measurement.backends.base import Kernel
 from measurement.harness.cases import parse_case
@@ -27,6 +34,11 @@ from .proposers.base import GenerationFailure, Proposer, RoundContext
 
 class ForgeError(Exception):
     pass
+
+
+ENDED = ("committed", "reverted", "abandoned")
+OPEN = ("started", "proposed")
+REAPER = "system:reaper"
 
 
 def round_stream(campaign: str, round_id: str) -> str:
@@ -99,15 +111,37 @@ class RoundOutcome:
     detail: str
 
 
+def round_outcome(row: RoundRow) -> RoundOutcome:
+    return RoundOutcome(row.round, row.status, row.state, row.speedup, row.detail)
+
+
 def execute_round(round_id: str, proposer: Proposer, actor: str, protocol: ProtocolSettings | None = None) -> RoundOutcome:
-    """Run a started round to its end. Idempotent: an ended round is returned as it ended."""
+    """Run a started round to its end, holding its lease. Idempotent: an ended round is returned
+    as it ended, and one that another live worker runs as it stands (a redelivered task)."""
     row = RoundRow.objects.get(round=round_id)
-    if row.status in ("committed", "reverted", "abandoned"):
-        return RoundOutcome(round_id, row.status, row.state, row.speedup, row.detail)
-    if row.status == "proposed":
-        raise ForgeError(f"round {round_id} was proposed but never ended (its worker died): resume the campaign to abandon it")
-    state = CaseCampaign.objects.get(key=campaign_key(row.campaign, row.case))
+    if row.status in ENDED:
+        return round_outcome(row)
     stream = round_stream(row.campaign, round_id)
+    try:
+        lease = leases.take("round", round_id, stream)
+    except leases.LeaseHeld:
+        return round_outcome(row)
+    with leases.holding(lease):
+        row.refresh_from_db()
+        if row.status == "proposed":
+            raise ForgeError(f"round {round_id} was proposed but never ended (its worker died): resume the campaign to abandon it")
+        if row.status != "started":
+            return round_outcome(row)
+        try:
+            return _run_round(row, stream, proposer, actor, protocol)
+        except ConcurrencyError:  # the reaper closed the round meanwhile (the heartbeats were late)
+            row.refresh_from_db()
+            return round_outcome(row)
+
+
+def _run_round(row: RoundRow, stream: str, proposer: Proposer, actor: str, protocol: ProtocolSettings | None) -> RoundOutcome:
+    round_id = row.round
+    state = CaseCampaign.objects.get(key=campaign_key(row.campaign, row.case))
     kernel, plan = current_kernel(state)
     context = RoundContext(
         case_id=row.case, backend=row.backend, rulebook=rulebook.as_text(),
@@ -120,14 +154,15 @@ def execute_round(round_id: str, proposer: Proposer, actor: str, protocol: Proto
     try:
         proposal = proposer.propose(context)
     except GenerationFailure as failure:
-        return _end_round(row, stream, actor, "generation_failure", None, None, f"generation failure ({failure.kind}): {failure.message}",
+        return _end_round(row, stream, 1, actor, "generation_failure", None, None,
+                          f"generation failure ({failure.kind}): {failure.message}",
                           change="(no proposal)", idea=None, line=None, protocol=protocol)
     if proposal.disruptive and not state.branch:
         append(NewEvent(stream=f"campaign/{row.campaign}", type="BranchOpened", actor=actor, payload={
             "campaign": row.campaign, "case": row.case, "branch": f"branch-{round_id[:8]}", "round": round_id,
             "base_hash": source_hash(kernel.source), "reason": f"disruptive rewrite: {proposal.subject}"}))
         state.refresh_from_db()
-    append(NewEvent(stream=stream, type="CandidateProposed", actor=actor, payload={
+    append(NewEvent(stream=stream, type="CandidateProposed", actor=actor, expected_version=1, payload={
         "round": round_id, "case": row.case, "source": proposal.source, "source_hash": source_hash(proposal.source),
         "launch": proposal.launch, "hypothesis": proposal.hypothesis, "lever_tags": list(proposal.lever_tags),
         "subject": proposal.subject, "parent_hash": source_hash(kernel.source), "plan": proposal.plan, "usage": proposal.usage}))
@@ -137,7 +172,7 @@ def execute_round(round_id: str, proposer: Proposer, actor: str, protocol: Proto
     improvement = None
     if outcome.verdict == "admitted" and outcome.speedup is not None:
         improvement = outcome.speedup / before - 1 if before else outcome.speedup - 1
-    return _end_round(row, stream, actor, verdict["state"], outcome, improvement, outcome.detail,
+    return _end_round(row, stream, 2, actor, verdict["state"], outcome, improvement, outcome.detail,
                       change=proposal.subject, idea=proposal.hypothesis, line=_line(state, outcome, verdict["state"]),
                       fraction=verdict["fraction_of_copy"], protocol=protocol)
 
@@ -155,8 +190,8 @@ def _line(state: CaseCampaign, outcome, execution_state: str) -> str | None:
     return None
 
 
-def _end_round(row: RoundRow, stream: str, actor: str, state: str, outcome, improvement: float | None, detail: str,
-               change: str, idea: str | None, line: str | None, protocol: ProtocolSettings | None,
+def _end_round(row: RoundRow, stream: str, version: int, actor: str, state: str, outcome, improvement: float | None,
+               detail: str, change: str, idea: str | None, line: str | None, protocol: ProtocolSettings | None,
                fraction: float | None = None) -> RoundOutcome:
     committed = line is not None
     speedup = outcome.speedup if outcome is not None else None
@@ -166,7 +201,8 @@ def _end_round(row: RoundRow, stream: str, actor: str, state: str, outcome, impr
         verdict_word += f"; kept as the head of {line}"
     measured = detail if outcome is None else f"{state}; {verdict_word}; {detail}"
     events = [
-        NewEvent(stream=stream, type="RoundCommitted" if committed else "RoundReverted", actor=actor, payload={
+        NewEvent(stream=stream, type="RoundCommitted" if committed else "RoundReverted", actor=actor, expected_version=version,
+                 payload={
             "round": row.round, "case": row.case, "state": state, "verdict_event": verdict_id,
             "speedup": speedup, "improvement": improvement, "detail": detail, "line": line or "main"}),
         NewEvent(stream=stream, type="PerfLogged", actor=actor, payload={
@@ -270,31 +306,35 @@ def _converge(state: CaseCampaign, reason: str, actor: str) -> None:
     append_many(events)
 
 
+def abandon_round(round_id: str, reason: str, worker: dict[str, Any] | None, actor: str = REAPER) -> bool:
+    """Close an open round whose worker is gone (the reaper's handler for lease kind "round").
+    Appends at the version read: a round that ends meanwhile is read again and left as it ended."""
+    for _ in range(5):
+        row = RoundRow.objects.filter(round=round_id).first()
+        if row is None or row.status not in OPEN:
+            return False
+        stream = round_stream(row.campaign, round_id)
+        try:
+            append(NewEvent(stream=stream, type="RoundAbandoned", actor=actor, expected_version=stream_version(stream),
+                            payload={"round": round_id, "case": row.case, "reason": reason, "worker": worker}))
+            return True
+        except ConcurrencyError:
+            continue
+    return False
+
+
 def abandon_stale_rounds(campaign: str, actor: str) -> int:
-    """A round proposed or started whose worker died is marked abandoned: nothing half-written stays open."""
-    stale = RoundRow.objects.filter(campaign=campaign, status__in=["started", "proposed"])
-    events = [NewEvent(stream=round_stream(campaign, r.round), type="RoundAbandoned", actor=actor,
-                       payload={"round": r.round, "case": r.case, "reason": f"its worker stopped while the round was {r.status}"})
-              for r in stale]
-    if events:
-        append_many(events)
-    return len(events)
-
-
-def run_campaign(campaign: str, proposer_name: str, actor: str, progress: Callable[[str, Any], None] | None = None) -> list[CaseCampaign]:
-    """Run every case of the campaign round by round until it converges. Resumable: rounds
-    left open by a dead worker are abandoned first. Each round is a Celery task (in-process
-    without a broker) on the queue of the campaign's backend."""
-    from .tasks import forge_round
-
-    abandon_stale_rounds(campaign, actor)
-    say = progress or (lambda case, outcome: None)
-    for state in CaseCampaign.objects.filter(campaign=campaign).order_by("case"):
-        queue = "gpu" if state.backend == "cuda" else "cpu"
-        while True:
-            round_id = start_round(campaign, state.case, proposer_name, actor)
-            if round_id is None:
-                break
-            result = forge_round.apply_async(args=[round_id, proposer_name, actor], queue=queue)
-            say(state.case, result.get(disable_sync_subtasks=False))
-    return list(CaseCampaign.objects.filter(campaign=campaign).order_by("case"))
+    """Close every open round of the campaign no live worker holds: the dead ones' leases are
+    reaped (naming the worker), rounds that never got a lease are abandoned here. ForgeError
+    when a live worker still runs one: resuming then would run the case twice at once."""
+    rounds = list(RoundRow.objects.filter(campaign=campaign, status__in=OPEN).order_by("position"))
+    streams = [round_stream(campaign, r.round) for r in rounds]
+    reaped = {item.subject for item in leases.reap(keys=streams) if item.closed}
+    for row, stream in zip(rounds, streams):
+        held = leases.is_held(stream)
+        if held is not None:
+            raise ForgeError(f"round {row.number} of {row.case} is still running on {held.host} pid {held.pid} "
+                             f"(heartbeat {held.heartbeat_at.isoformat()}): wait for it, or stop that worker first")
+    closed = [r for r in rounds if abandon_round(  # False for those the reaper just closed
+        r.round, f"its worker stopped while the round was {r.status}; no live worker holds it", None, actor)]
+    return len(reaped) + len(closed)

@@ -42,4 +42,7 @@ class FrontendConfig(AppConfig):
     name = "frontend"
 
     def ready(self) -> None:
+        from ledger import leases
+
         post_migrate.connect(_groups_after_migrate, sender=self)
+        leases.register("rerun", "frontend.reruns.abandon_rerun")  # the reaper closes a dead worker's re-run with it

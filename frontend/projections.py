@@ -11,7 +11,7 @@ from .models import RerunRow
 class Reruns(Projection):
     name = "reruns"
     model = RerunRow
-    handles = frozenset({"RerunRequested", "RerunStarted", "RerunProgress", "RerunFinished"})
+    handles = frozenset({"RerunRequested", "RerunStarted", "RerunProgress", "RerunFinished", "RerunAbandoned"})
 
     def key(self, event: RecordedEvent) -> str:
         return event.data["rerun"]
@@ -32,6 +32,8 @@ class Reruns(Projection):
             row["state"] = "running"
         elif event.type == "RerunProgress":
             row["progress"] = row["progress"] + [data["message"]]
+        elif event.type == "RerunAbandoned":
+            row.update(state="abandoned", detail=data["reason"])
         else:
             row.update(state=data["state"], outcome=data["outcome"], detail=data["detail"], history_line=data["history_line"])
         row["position"] = event.position

@@ -89,8 +89,11 @@ def history(events: list[RecordedEvent], value_field: str, known: dict[str, int]
             is_rerun = bool(data.get("revises"))
             entry.update(verdict=data["verdict"], value=data.get(value_field), reason=data.get("detail", ""),
                          rerun=event.position if is_rerun else None)
-            entry["text"] = (f"re-run #{event.position} on {_day(event)}: {data['verdict']}, measured {_x(entry['value'])}"
-                             if is_rerun else f"{data['verdict']} at {_x(entry['value'])} on {_day(event)} (verdict #{event.position})")
+            verdict = data["verdict"]
+            if verdict == "inconclusive":  # its detail says why first (measurement.reruns)
+                verdict = f"inconclusive ({data['detail'].split('; ', 1)[0]}), nothing revised"
+            entry["text"] = (f"re-run #{event.position} on {_day(event)}: {verdict}, measured {_x(entry['value'])}"
+                             if is_rerun else f"{verdict} at {_x(entry['value'])} on {_day(event)} (verdict #{event.position})")
         elif event.type == "ResultDowngraded":
             entry.update(value=data["to_value"], from_value=data["from_value"], reason=data["reason"])
             entry["text"] = (f"was {_x(data['from_value'])}, downgraded to {_x(data['to_value'])} on {_day(event)} "

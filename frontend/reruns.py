@@ -5,11 +5,19 @@ RerunFinished) projected into `RerunRow`, which a page polls. The work itself is
 own re-run (measurement.services.rerun_gate, appgate.services.rerun): it records the new
 verdict and, when the result no longer holds, the ResultDowngraded / ResultRetracted event.
 
+A re-run whose measurement is noisy, or whose speedup CI spans the public bound, is
+`inconclusive` (measurement.reruns): it changes nothing, and another re-run can be asked later.
+
 Dispatch: with a broker the task goes to the `cpu` or `gpu` queue. Without one (the embedded
 default) Celery runs tasks eagerly, i.e. inside the HTTP request that asked for it, and the page
 could show no progress; so then the eager task runs on a daemon thread of the web process,
-started after the request's transaction commits. That thread dies with the process: a re-run
-that was running then stays "running" (request a new one).
+started after the request's transaction commits.
+
+Dead workers: the claim (RerunStarted) takes the re-run's lease in the same transaction
+(ledger/leases.py). When the process running it dies (a killed worker, a stopped web server),
+the reaper appends RerunAbandoned with the reason and the worker's identity, and the page stops
+saying "running". Every append of the worker names the stream version it expects, so its own end
+and the reaper's never both land.
 """
 from __future__ import annotations
 
@@ -21,10 +29,13 @@ from django.conf import settings
 from django.db import connections, transaction
 
 from appgate.models import AppRow
+from ledger import leases
 from ledger.errors import ConcurrencyError
 from ledger.models import Event
+from ledger.selectors import stream_events, stream_version
 from ledger.services import NewEvent, append
 from measurement.harness.cases import CaseError, parse_case
+from measurement.harness.plan import DEFAULT_PROTOCOL, ProtocolSettings
 from measurement.models import OperatorResult
 
 from .models import RerunRow
@@ -32,6 +43,9 @@ from .provenance import UnknownResult
 from .tables import STANDING, operator_result_key
 
 KINDS = ("case", "app")
+PROTOCOL_FIELDS = ("passes", "launches", "warmup", "max_attempts")  # what a re-run request may change
+ENDED = ("finished", "failed", "abandoned")
+REAPER = "system:reaper"
 
 
 class RerunError(ValueError):
@@ -46,8 +60,27 @@ def _stream(rerun_id: str) -> str:
     return f"rerun/{rerun_id}"
 
 
+def rerun_target(kind: str, target: str, backend: str) -> tuple[str, str, str]:
+    """(result key, backend, status) of what a re-run would revise; RerunError / UnknownResult
+    when there is none that stands."""
+    if kind not in KINDS:
+        raise RerunError(f"kind must be one of {', '.join(KINDS)}, not {kind!r}")
+    result, backend, status = _target(kind, target, backend)
+    if status not in STANDING:
+        raise RerunError(f"{result} has no standing result to re-run (status: {status})")
+    return result, backend, status
+
+
+def still_standing(rerun: dict[str, Any]) -> bool:
+    """Whether the result a re-run checked can be re-run again (it was not retracted meanwhile)."""
+    try:
+        rerun_target(rerun["kind"], rerun["target"], rerun["backend"])
+    except (RerunError, UnknownResult):
+        return False
+    return True
+
+
 def _target(kind: str, target: str, backend: str) -> tuple[str, str, str]:
-    """(result key, backend, status) of what a re-run would revise."""
     if kind == "case":
         try:
             parse_case(target)  # one spelling per case: an alias is refused with the canonical id
@@ -64,16 +97,18 @@ def _target(kind: str, target: str, backend: str) -> tuple[str, str, str]:
     return row["result"], row["architecture"], row["status"] or "never gated"
 
 
-def request_rerun(kind: str, target: str, actor: str, backend: str = "cpu") -> str:
-    """Record the request and dispatch the task once it is committed; returns the re-run id."""
-    if kind not in KINDS:
-        raise RerunError(f"kind must be one of {', '.join(KINDS)}, not {kind!r}")
-    result, backend, status = _target(kind, target, backend)
-    if status not in STANDING:
-        raise RerunError(f"{result} has no standing result to re-run (status: {status})")
+def request_rerun(kind: str, target: str, actor: str, backend: str = "cpu", protocol: dict[str, int] | None = None) -> str:
+    """Record the request and dispatch the task once it is committed; returns the re-run id.
+    `protocol`: ProtocolSettings fields (passes, launches, warmup, max_attempts) that replace
+    the backend's defaults for this re-run; operator re-runs only."""
+    if protocol is not None and kind != "case":
+        raise RerunError("only an operator re-run takes a timing protocol; an application's is in its manifest")
+    if protocol is not None and (set(protocol) - set(PROTOCOL_FIELDS) or any(v < 1 for v in protocol.values())):
+        raise RerunError(f"a re-run's protocol takes positive {', '.join(PROTOCOL_FIELDS)}, not {protocol}")
+    result, backend, _ = rerun_target(kind, target, backend)
     rerun_id = str(uuid.uuid4())
     append(NewEvent(stream=_stream(rerun_id), type="RerunRequested", actor=actor, expected_version=0, payload={
-        "rerun": rerun_id, "kind": kind, "target": target, "backend": backend, "result": result}))
+        "rerun": rerun_id, "kind": kind, "target": target, "backend": backend, "result": result, "protocol": protocol}))
     queue = "gpu" if backend == "cuda" else "cpu"
     transaction.on_commit(lambda: dispatch(rerun_id, queue))
     return rerun_id
@@ -103,43 +138,84 @@ def run_rerun(rerun_id: str) -> dict[str, Any]:
     row = RerunRow.objects.filter(rerun=rerun_id).first()
     if row is None:
         raise UnknownRerun(f"no re-run {rerun_id}")
-    stream, actor = _stream(rerun_id), row.requested_by
+    stream = _stream(rerun_id)
     try:
-        append(NewEvent(stream=stream, type="RerunStarted", actor=actor, expected_version=1, payload={"rerun": rerun_id}))
-    except ConcurrencyError:
+        with transaction.atomic():  # no claimed re-run without a lease, so none is left running for good
+            append(NewEvent(stream=stream, type="RerunStarted", actor=row.requested_by, expected_version=1,
+                            payload={"rerun": rerun_id}))
+            lease = leases.take("rerun", rerun_id, stream)
+    except (ConcurrencyError, leases.LeaseHeld):
         return rerun_status(rerun_id)
+    with leases.holding(lease):
+        try:
+            _carry_out(row, stream)
+        except ConcurrencyError:
+            pass  # the reaper closed it meanwhile (its heartbeats were late): it stays abandoned
+    return rerun_status(rerun_id)
+
+
+def _carry_out(row: RerunRow, stream: str) -> None:
+    """The claimed re-run's work. Each append expects the stream's next version: a ConcurrencyError
+    means the reaper abandoned it, and nothing more is written to it."""
+    rerun_id, actor = row.rerun, row.requested_by
+    version = 2  # RerunRequested, RerunStarted
+
+    def write(event_type: str, payload: dict[str, Any]) -> None:
+        nonlocal version
+        append(NewEvent(stream=stream, type=event_type, actor=actor, expected_version=version, payload={"rerun": rerun_id, **payload}))
+        version += 1
 
     def say(message: str) -> None:
-        append(NewEvent(stream=stream, type="RerunProgress", actor=actor, payload={"rerun": rerun_id, "message": message}))
+        write("RerunProgress", {"message": message})
 
     before = _standing(row)
     try:
         if row.kind == "case":
-            from measurement.services import rerun_gate
+            from measurement.reruns import rerun_gate
 
-            outcome, revision = rerun_gate(row.target, row.backend, actor, progress=say)
+            outcome, revision = rerun_gate(row.target, row.backend, actor, _protocol(stream, row.backend), progress=say)
             value = outcome.speedup
         else:
             from appgate.services import rerun
 
             outcome, revision = rerun(row.target, actor, progress=say)
             value = outcome.headline
+    except ConcurrencyError:
+        raise
     except Exception as error:  # any failure of the gate run is this re-run's outcome, not the worker's crash
-        append(NewEvent(stream=stream, type="RerunFinished", actor=actor, payload={
-            "rerun": rerun_id, "state": "failed", "detail": f"{type(error).__name__}: {error}"}))
-        return rerun_status(rerun_id)
+        write("RerunFinished", {"state": "failed", "detail": f"{type(error).__name__}: {error}"})
+        return
     verdict = outcome.verdict_event
     result = {
         "verdict": outcome.verdict, "reasons": outcome.reasons, "detail": outcome.detail, "value": value,
-        "verdict_position": verdict.position, "before": before,
+        "inconclusive": outcome.inconclusive, "verdict_position": verdict.position, "before": before,
         "revision": None if revision is None else {
             "type": revision.type, "position": revision.position, "reason": revision.data["reason"],
             "from_value": revision.data.get("from_value"), "to_value": revision.data.get("to_value")},
     }
-    append(NewEvent(stream=stream, type="RerunFinished", actor=actor, payload={
-        "rerun": rerun_id, "state": "finished", "outcome": result, "detail": outcome.detail,
-        "history_line": history_line(before, verdict, value, revision)}))
-    return rerun_status(rerun_id)
+    write("RerunFinished", {"state": "finished", "outcome": result, "detail": outcome.detail,
+                            "history_line": history_line(before, verdict, value, revision, outcome.inconclusive)})
+
+
+def _protocol(stream: str, backend: str) -> ProtocolSettings | None:
+    asked = stream_events(stream)[0].data["protocol"]  # RerunRequested (version 1 payloads: None)
+    return ProtocolSettings(**{**DEFAULT_PROTOCOL[backend].__dict__, **asked}) if asked else None
+
+
+def abandon_rerun(rerun_id: str, reason: str, worker: dict[str, Any]) -> bool:
+    """The reaper's handler for lease kind "rerun": the worker running it died. Appends at the
+    version read, so a last message or end of the worker that lands first is read again."""
+    stream = _stream(rerun_id)
+    for _ in range(5):  # the worker is dead: its stream moves at most by what it wrote before dying
+        if not RerunRow.objects.filter(rerun=rerun_id, state="running").exists():
+            return False
+        try:
+            append(NewEvent(stream=stream, type="RerunAbandoned", actor=REAPER, expected_version=stream_version(stream),
+                            payload={"rerun": rerun_id, "reason": reason, "worker": worker}))
+            return True
+        except ConcurrencyError:
+            continue
+    return False
 
 
 def _standing(row: RerunRow) -> dict[str, Any]:
@@ -154,10 +230,12 @@ def _standing(row: RerunRow) -> dict[str, Any]:
     return {"value": value, "since": since.date().isoformat() if since else None}
 
 
-def history_line(before: dict[str, Any], verdict, value: float | None, revision) -> str:
+def history_line(before: dict[str, Any], verdict, value: float | None, revision, inconclusive: str = "") -> str:
     """"was 2.310× on 2026-01-02, downgraded to 1.940× on 2026-02-03 by re-run #57, because …"."""
     was = f"was {before['value']:.3f}× on {before['since']}" if before["value"] is not None else "had no value"
     day = verdict.recorded_at[:10]
+    if inconclusive:
+        return f"{was}; re-run #{verdict.position} on {day} was inconclusive ({inconclusive}): nothing was revised"
     if revision is None:
         measured = f"{value:.3f}×" if value is not None else "no value"
         return f"{was}; re-run #{verdict.position} on {day} measured {measured}: the result holds"

@@ -272,8 +272,15 @@ def retract(request: HttpRequest) -> HttpResponse:
 
 @reviewer_action("frontend.request_rerun")
 def request_rerun(request: HttpRequest) -> HttpResponse:
+    """Two steps: the form's POST shows what a re-run does and asks to confirm (a re-run measures
+    for minutes and may revise a published number); only the confirming POST records it."""
     kind, target, backend = (request.POST.get(k, "").strip() for k in ("kind", "target", "backend"))
     try:
+        if request.POST.get("confirmed") != "1":
+            result, backend, status = reruns.rerun_target(kind, target, backend or "cpu")
+            return render(request, "frontend/rerun_confirm.html", {
+                "kind": kind, "target": target, "backend": backend, "result": result, "status": status,
+                "result_url": _result_url(kind, backend, target)})
         rerun_id = reruns.request_rerun(kind, target, _actor(request), backend or "cpu")
     except (reruns.RerunError, provenance.UnknownResult) as exc:
         messages.error(request, f"Re-run refused: {exc}")
@@ -288,10 +295,14 @@ def _rerun_or_404(rerun_id: str) -> dict:
         raise Http404(str(exc))
 
 
+def _result_url(kind: str, backend: str, target: str) -> str:
+    return reverse("case_detail", args=[backend, target]) if kind == "case" else reverse("app_detail", args=[target])
+
+
 def _rerun_context(rerun: dict) -> dict:
-    backend, target = rerun["backend"], rerun["target"]
-    result_url = reverse("case_detail", args=[backend, target]) if rerun["kind"] == "case" else reverse("app_detail", args=[target])
-    return {"rerun": rerun, "result_url": result_url, "done": rerun["state"] in ("finished", "failed")}
+    done = rerun["state"] in reruns.ENDED
+    return {"rerun": rerun, "result_url": _result_url(rerun["kind"], rerun["backend"], rerun["target"]), "done": done,
+            "still_standing": done and reruns.still_standing(rerun)}  # then the page offers another re-run
 
 
 def rerun_page(request: HttpRequest, rerun_id: str) -> HttpResponse:

@@ -218,3 +218,9 @@ def status() -> dict:
             else None
         ),
     }
+
+
+def stream_version(stream: str) -> int:
+    """The stream's current version (0 when it has no event): what an append that decides on
+    what it read passes as `expected_version`."""
+    return StreamHead.objects.filter(stream=stream).values_list("version", flat=True).first() or 0

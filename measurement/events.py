@@ -7,7 +7,9 @@ from pydantic import Field
 
 from ledger.event_types import Payload, event_type
 
-Verdict = Literal["admitted", "rejected", "reconfirmed", "revised"]
+# A gate run admits or rejects; a re-run (`revises` set) reconfirms, revises, or is inconclusive:
+# noisy, or its CI spans the public bound, so it changes nothing (measurement.reruns).
+Verdict = Literal["admitted", "rejected", "reconfirmed", "revised", "inconclusive"]
 State = Literal["generation_failure", "compilation_failure", "runtime_error", "mismatch", "correct"]
 
 
@@ -73,7 +75,7 @@ class GateVerdict(Payload):
     verdict: Verdict
     state: State
     reasons: list[str]
-    detail: str = ""
+    detail: str = ""  # an inconclusive re-run's starts with why ("noisy: spread 7.4%, CI 0.308–0.764; …")
     measurement: str  # event id of the CandidateMeasured event holding the evidence
     candidate_source_hash: str
     candidate_source: str

@@ -9,7 +9,6 @@ import hashlib
 import json
 import math
 import os
-import time
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -21,7 +20,7 @@ from django.conf import settings
 
 from ledger.services import NewEvent, append, append_many
 from measurement.backends.base import Kernel, Variant
-from measurement.harness.cases import Case, CaseError, parse_case
+from measurement.harness.cases import Case, parse_case
 from measurement.harness.isolation import SandboxUnavailable, run_isolated
 from measurement.harness.isolation import describe as isolation_description
 from measurement.harness.judge import (
@@ -339,6 +338,7 @@ class GateOutcome:
     speedup_ci: tuple[float, float] | None
     measured_event: Any
     verdict_event: Any
+    inconclusive: str = ""  # why a re-run's verdict is inconclusive (measurement.reruns); "" otherwise
 
 
 def _candidate_reasons(report: MeasurementReport, candidate: VariantReport) -> tuple[list[str], str, float | None, tuple | None]:
@@ -376,16 +376,22 @@ def gate_candidate(case_id: str, backend: str, kernel: Kernel, actor: str, hypot
     if prior is not None and source_hash(prior.source) == source_hash(kernel.source):
         prior = None
     report = measure(case_id, backend, kernel, prior, protocol, progress)
-    return _record_verdict(report, key, actor, hypothesis, revises=None)
+    return record_verdict(report, key, actor, hypothesis)
 
 
-def _record_verdict(report: MeasurementReport, key: str, actor: str, hypothesis: str, revises: str | None) -> GateOutcome:
+Decide = Callable[[MeasurementReport, list[str], tuple[float, float] | None], tuple[str, str]]
+
+
+def record_verdict(report: MeasurementReport, key: str, actor: str, hypothesis: str, revises: str | None = None,
+                   decide: Decide | None = None) -> GateOutcome:
+    """Judge the candidate and record the evidence and the verdict in one transaction. A gate run
+    admits or rejects; a re-run (`revises`: the verdict it re-checks) lets `decide` name its
+    verdict and why it is inconclusive, if it is (measurement.reruns.rerun_verdict)."""
     candidate = report.variants["candidate"]
     reasons, detail, speedup, ci = _candidate_reasons(report, candidate)
-    if revises is None:
-        verdict = "rejected" if reasons else "admitted"
-    else:
-        verdict = "revised" if reasons else "reconfirmed"
+    verdict, inconclusive = decide(report, reasons, ci) if decide else ("rejected" if reasons else "admitted", "")
+    if inconclusive:
+        detail = f"{inconclusive}; {detail}"  # why first: pages show it as "inconclusive (why)"
     measured_id = uuid.uuid4()
     bound = report.bound
     measured = NewEvent(stream=key, type="CandidateMeasured", actor=actor, event_id=measured_id,
@@ -414,7 +420,7 @@ def _record_verdict(report: MeasurementReport, key: str, actor: str, hypothesis:
     measured_event, verdict_event = append_many(  # one transaction: evidence and verdict together
         [measured, NewEvent(stream=key, type="GateVerdict", actor=actor, payload=verdict_payload)]
     )
-    return GateOutcome(report, verdict, reasons, detail, speedup, ci, measured_event, verdict_event)
+    return GateOutcome(report, verdict, reasons, detail, speedup, ci, measured_event, verdict_event, inconclusive)
 
 
 def _prior_summary(report: MeasurementReport) -> dict | None:
@@ -432,99 +438,3 @@ def measure_baselines(case_id: str, backend: str, actor: str, protocol: Protocol
     report = measure(case_id, backend, None, None, protocol, progress)
     event = append(NewEvent(stream=f"case/{report.case.id}", type="BaselinesMeasured", actor=actor, payload=report.evidence()))
     return report, event
-
-
-def rerun_gate(case_id: str, backend: str, actor: str, protocol: ProtocolSettings | None = None, progress=None) -> tuple[GateOutcome, Any]:
-    """Re-run the gate on the admitted kernel; retract or downgrade when the result no longer holds."""
-    key = result_key(backend, case_id)
-    current = selectors.operator_result(key)
-    if current is None or current.status == "retracted":
-        raise MeasurementError(f"{key} has no admitted kernel to re-run (status: {current.status if current else 'none'})")
-    kernel = Kernel(current.source, current.launch)
-    report = measure(case_id, backend, kernel, None, protocol, progress)
-    outcome = _record_verdict(report, key, actor, "gate re-run of the admitted kernel", revises=current.verdict_event)
-    rerun_id = str(outcome.verdict_event.event_id)
-    revision = None
-    if outcome.reasons:
-        revision = append(NewEvent(stream=key, type="ResultRetracted", actor=actor, payload={
-            "result": key, "reason": f"gate re-run: {', '.join(outcome.reasons)}: {outcome.detail}",
-            "rerun": rerun_id, "revises": current.verdict_event}))
-    elif outcome.speedup_ci and current.speedup and outcome.speedup_ci[1] < current.speedup * (1 - REGRESSION_BAND):
-        revision = append(NewEvent(stream=key, type="ResultDowngraded", actor=actor, payload={
-            "result": key, "from_value": current.speedup, "to_value": outcome.speedup, "unit": "x",
-            "reason": f"gate re-run measured {outcome.detail}", "rerun": rerun_id, "revises": current.verdict_event}))
-    return outcome, revision
-
-
-@dataclass
-class RerunOutcome:
-    """One case of a whole-matrix re-run: what stood before, what the re-run found, how long it took."""
-
-    case: str
-    admitted_speedup: float | None  # the standing speedup it re-checked (after any earlier downgrade)
-    seconds: float
-    verdict: str | None = None  # reconfirmed | revised; None when the re-run failed
-    speedup: float | None = None
-    speedup_ci: tuple[float, float] | None = None
-    reasons: list[str] = field(default_factory=list)
-    revision: str | None = None  # ResultRetracted | ResultDowngraded | None
-    error: str | None = None
-
-    @property
-    def outcome(self) -> str:
-        """reconfirmed | downgraded | retracted | failed: the four counts of a re-run summary."""
-        if self.error is not None:
-            return "failed"
-        return {"ResultRetracted": "retracted", "ResultDowngraded": "downgraded"}.get(self.revision or "", "reconfirmed")
-
-    def line(self) -> str:
-        if self.error is not None:
-            return f"{self.case}: FAILED ({self.error}) [{self.seconds:.1f} s]"
-        speed = f"{self.speedup:.3f}x" if self.speedup is not None else "-"
-        ci = f" (CI {self.speedup_ci[0]:.3f}-{self.speedup_ci[1]:.3f})" if self.speedup_ci else ""
-        was = f"{self.admitted_speedup:.3f}x" if self.admitted_speedup is not None else "-"
-        why = f" [{', '.join(self.reasons)}]" if self.reasons else ""
-        return (f"{self.case}: {self.verdict}{why} {speed}{ci} (was {was}); "
-                f"{self.revision or 'no revision'} [{self.seconds:.1f} s]")
-
-
-def rerun_counts(outcomes: list[RerunOutcome]) -> dict[str, int]:
-    counts = dict.fromkeys(("reconfirmed", "downgraded", "retracted", "failed"), 0)
-    for outcome in outcomes:
-        counts[outcome.outcome] += 1
-    return counts
-
-
-def rerun_all(backend: str, actor: str, protocol: ProtocolSettings | None = None,
-              progress: Callable[[RerunOutcome], None] | None = None,
-              deadline: float | None = None) -> list[RerunOutcome]:
-    """Re-run the gate on every standing operator result of `backend`, in case order.
-
-    A whole-matrix re-run is how a harness, driver or library change is checked against
-    everything already claimed; one case that cannot be measured must not hide the others,
-    so its MeasurementError becomes a failed outcome and the loop goes on. `progress` gets
-    each outcome as its case ends. `deadline` (seconds from the start) starts no case expected
-    to end after it (1.2x the slowest so far): a device call has a hard limit, and the cases
-    left out are simply not in the returned list.
-    """
-    started = time.perf_counter()
-    outcomes: list[RerunOutcome] = []
-    for row in selectors.standing_operator_results(backend):
-        elapsed = time.perf_counter() - started
-        if deadline is not None and outcomes and elapsed + 1.2 * max(o.seconds for o in outcomes) > deadline:
-            break
-        began = time.perf_counter()
-        item = RerunOutcome(row.case, row.speedup, 0.0)
-        try:
-            gate, revision = rerun_gate(row.case, backend, actor, protocol)
-        except (CaseError, MeasurementError) as exc:
-            item.error = str(exc)
-        else:
-            item.verdict, item.speedup, item.speedup_ci = gate.verdict, gate.speedup, gate.speedup_ci
-            item.reasons = gate.reasons
-            item.revision = revision.type if revision is not None else None
-        item.seconds = time.perf_counter() - began
-        outcomes.append(item)
-        if progress is not None:
-            progress(item)
-    return outcomes

@@ -110,6 +110,7 @@ def test_a_rerun_shows_its_progress_live_then_its_outcome_and_history(page, admi
     page.goto(f"/cases/cpu/{CASE}/")
     with worker_if_brokered():
         page.get_by_role("button", name="Re-run the gate").click()
+        page.get_by_role("button", name="Confirm the re-run").click()  # a re-run asks first
         page.wait_for_url(re.compile(r"/reruns/[0-9a-f-]{36}/$"))
         rerun_id = page.url.rstrip("/").rsplit("/", 1)[1]
         seen = []  # (state, progress lines) as the page showed them, without reloading it
@@ -119,7 +120,7 @@ def test_a_rerun_shows_its_progress_live_then_its_outcome_and_history(page, admi
             progress = page.locator("#rerun-progress li").all_inner_texts()
             if not seen or seen[-1] != (state, progress):
                 seen.append((state, progress))
-            if state in ("finished", "failed"):
+            if state in ("finished", "failed", "abandoned"):
                 break
             time.sleep(0.3)
     assert seen[-1][0] == "finished", seen

@@ -21,7 +21,8 @@ from measurement.backends.base import Kernel
 from measurement.harness.cases import parse_case
 from measurement.harness.oracle import TOLERANCE, make_inputs, reference
 from measurement.harness.plan import ProtocolSettings
-from measurement.services import gate_candidate, rerun_gate, result_key, source_hash
+from measurement.reruns import rerun_gate
+from measurement.services import gate_candidate, result_key, source_hash
 from tests.conftest import downgrade
 from tests.forge.test_rounds import CASE, HONEST, QUICK, Scripted, run_rounds
 

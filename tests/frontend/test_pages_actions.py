@@ -19,7 +19,7 @@ from tests.frontend.test_pages_case import CASE, CASE_URL, QUICK, forged  # noqa
 ACTIONS = {
     "/actions/sign-off/": {"result": f"operator/cpu/{CASE}"},
     "/actions/retract/": {"result": f"operator/cpu/{CASE}", "reason": "because"},
-    "/actions/rerun/": {"kind": "case", "target": CASE, "backend": "cpu"},
+    "/actions/rerun/": {"kind": "case", "target": CASE, "backend": "cpu", "confirmed": "1"},  # the confirm step's POST
     "/actions/freeze/": {},
 }
 
@@ -127,7 +127,7 @@ def test_a_rerun_page_polls_its_progress_and_shows_the_outcome_and_history(forge
     monkeypatch.setitem(measurement_services.DEFAULT_PROTOCOL, "cpu", QUICK)
     reviewer = logged_in("reviewer", "Reviewer")
     with django_capture_on_commit_callbacks(execute=False) as dispatched:
-        response = reviewer.post("/actions/rerun/", {"kind": "case", "target": CASE, "backend": "cpu"})
+        response = reviewer.post("/actions/rerun/", {"kind": "case", "target": CASE, "backend": "cpu", "confirmed": "1"})
     assert len(dispatched) == 1
     rerun_id = RerunRow.objects.get().rerun
     assert response["Location"] == f"/reruns/{rerun_id}/"

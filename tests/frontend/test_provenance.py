@@ -8,7 +8,7 @@ from frontend.provenance import UnknownResult, application_chain, operator_chain
 from ledger.db_guard import install_guards, remove_guards
 from ledger.models import Event
 from ledger.review import sign_off
-from measurement.services import rerun_gate
+from measurement.reruns import rerun_gate
 from tests.appgate.test_gate import QUICK as APP_QUICK, smooth_app
 from tests.forge.test_rounds import Scripted, run_rounds
 from tests.frontend.test_tables import HONEST, QUICK, TINY

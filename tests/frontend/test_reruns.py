@@ -1,15 +1,48 @@
 """Gate re-runs requested through frontend.reruns: a real task on a real tiny CPU case, its
-progress readable while it runs, its outcome and history line, and idempotence."""
+progress readable while it runs, its outcome and history line, and idempotence; a noisy re-run
+that is inconclusive and changes nothing; the confirm step; and re-runs whose worker dies: the
+README's worker command (prefork pool, real broker) measuring to a verdict, one of its pool
+processes killed with SIGKILL mid-run, and a re-run process killed before a restart."""
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import signal
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
+import yaml
+from django.conf import settings
+from django.contrib.auth.models import Group, User
+from django.test import Client
 
+from frontend import reruns
 from frontend.provenance import UnknownResult
 from frontend.reruns import RerunError, request_rerun, rerun_status, run_rerun
-from ledger.models import Event
-from ledger.review import retract
+from ledger.leases import SCRATCH_ROOT
+from ledger.models import Event, Lease
+from ledger.review import retract, sign_off, signoff_state
+from ledger.selectors import stream_events
+from ledger.services import NewEvent, append_many
+from ledger.verification import verify_ledger
+from measurement.backends.base import Kernel
 from measurement.harness import plan
-from tests.frontend.test_tables import QUICK, TINY
+from measurement.models import OperatorResult
+from measurement.services import gate_candidate
+from tests.conftest import broker_unreachable, subprocess_env
+from tests.frontend.test_tables import HONEST, QUICK, TINY
+
+ROOT = Path(settings.BASE_DIR)
+QUICK_FIELDS = {"passes": QUICK.passes, "launches": QUICK.launches, "warmup": QUICK.warmup, "max_attempts": 1}
+# The honest kernel, doing its whole work once more on every call than on the one before: call n
+# costs n times the first, so the pass medians of any timing drift far apart. A real kernel whose
+# timing varies deliberately: the measurement is noisy on any machine, and every output is right.
+NOISY = HONEST.replace("    const float c0", "    static int calls = 0;\n    calls++;\n    for (int again = 0; again < calls; again++) {\n    const float c0", 1)
+NOISY = NOISY[:NOISY.rindex("}")] + "}\n}\n"
 
 
 def wait_until_ended(rerun_id: str, seconds: float = 300) -> tuple[dict, set[str]]:
@@ -19,10 +52,20 @@ def wait_until_ended(rerun_id: str, seconds: float = 300) -> tuple[dict, set[str
     while time.monotonic() < deadline:
         status = rerun_status(rerun_id)
         seen.add(status["state"])
-        if status["state"] in ("finished", "failed"):
+        if status["state"] in reruns.ENDED:
             return status, seen
         time.sleep(0.05)
     raise AssertionError(f"re-run {rerun_id} still {status['state']} after {seconds} s: {status['progress']}")
+
+
+def wait_for(condition, what: str, seconds: float = 180):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"waited {seconds} s for {what}")
 
 
 def test_a_rerun_runs_in_the_background_and_finishes_with_an_outcome(transactional_ledger, speed_rule_lifted, monkeypatch,
@@ -37,7 +80,7 @@ def test_a_rerun_runs_in_the_background_and_finishes_with_an_outcome(transaction
     assert "running" in seen or "queued" in seen
     assert any("timing" in message for message in status["progress"])
     outcome = status["outcome"]
-    assert outcome["verdict"] in ("reconfirmed", "revised")
+    assert outcome["verdict"] in ("reconfirmed", "revised", "inconclusive")
     verdict = Event.objects.get(position=outcome["verdict_position"])
     assert verdict.type == "GateVerdict" and verdict.actor == "user:alice"
     assert outcome["before"]["value"] == admitted.speedup
@@ -45,6 +88,7 @@ def test_a_rerun_runs_in_the_background_and_finishes_with_an_outcome(transaction
     assert f"re-run #{outcome['verdict_position']}" in status["history_line"]
     if outcome["revision"]:
         assert Event.objects.get(position=outcome["revision"]["position"]).type in ("ResultDowngraded", "ResultRetracted")
+    assert not Lease.objects.exists()  # ended with the re-run
     events = Event.objects.filter(stream=f"rerun/{rerun_id}").count()
     assert run_rerun(rerun_id) == status  # idempotent: claimed once, never run again
     assert Event.objects.filter(stream=f"rerun/{rerun_id}").count() == events
@@ -58,9 +102,12 @@ def test_requests_that_cannot_run_are_refused(ledger, speed_rule_lifted, admit):
     with pytest.raises(RerunError, match="kind must be"):
         request_rerun("kernel", TINY, "user:alice")
     admit()
+    with pytest.raises(RerunError, match="positive passes, launches, warmup, max_attempts"):
+        request_rerun("case", TINY, "user:alice", protocol={"passes": 0})
     retract(f"operator/cpu/{TINY}", "measured on a throttled machine", "user:maintainer")
     with pytest.raises(RerunError, match="no standing result"):
         request_rerun("case", TINY, "user:alice")
+    assert not Event.objects.filter(type="RerunRequested").exists()
 
 
 def test_a_failing_gate_run_is_recorded_as_failed(ledger, speed_rule_lifted, monkeypatch, admit):
@@ -70,3 +117,207 @@ def test_a_failing_gate_run_is_recorded_as_failed(ledger, speed_rule_lifted, mon
     monkeypatch.setattr("measurement.services.measure", lambda *args, **kwargs: (_ for _ in ()).throw(OSError("no compiler")))
     status = run_rerun(rerun_id)
     assert status["state"] == "failed" and status["detail"] == "OSError: no compiler" and status["outcome"] is None
+
+
+def reviewer(name: str = "rita") -> Client:
+    client = Client()
+    account = User.objects.create_user(name, password="pw")
+    account.groups.add(Group.objects.get(name="Reviewer"))
+    client.force_login(account)
+    return client
+
+
+def test_a_reviewer_confirms_a_rerun_before_it_is_recorded(ledger, speed_rule_lifted, admit, django_capture_on_commit_callbacks):
+    admit()
+    client = reviewer()
+    form = {"kind": "case", "target": TINY, "backend": "cpu"}
+    asked = client.post("/actions/rerun/", form)
+    html = asked.content.decode()
+    assert asked.status_code == 200 and "Confirm the re-run" in html and 'name="confirmed" value="1"' in html
+    assert "csrfmiddlewaretoken" in html and not Event.objects.filter(type="RerunRequested").exists()
+    with django_capture_on_commit_callbacks(execute=False):
+        confirmed = client.post("/actions/rerun/", {**form, "confirmed": "1"})
+    requested = Event.objects.get(type="RerunRequested")
+    assert confirmed["Location"] == f"/{requested.stream.replace('rerun/', 'reruns/')}/"
+
+
+@pytest.mark.one_database  # the gate on real measurements, twice
+def test_a_noisy_rerun_is_inconclusive_changes_no_status_and_can_be_signed_and_rerun(ledger, speed_rule_lifted, monkeypatch):
+    admitted = gate_candidate(TINY, "cpu", Kernel(NOISY, {"threads": 1}), "agent:test", protocol=QUICK)
+    assert admitted.verdict == "admitted", admitted.detail
+    key = f"operator/cpu/{TINY}"
+    rerun_id = request_rerun("case", TINY, "user:alice", protocol=QUICK_FIELDS)  # in the test's transaction: not dispatched
+    status = run_rerun(rerun_id)  # what the worker's task does
+    assert status["state"] == "finished", status["detail"]
+    outcome = status["outcome"]
+    assert outcome["verdict"] == "inconclusive" and outcome["revision"] is None, outcome
+    why = outcome["inconclusive"]
+    assert re.fullmatch(r"noisy: spread \d+\.\d%, CI \d+\.\d{3}–\d+\.\d{3}", why), why
+    events = stream_events(key)
+    verdict = next(e for e in events if e.position == outcome["verdict_position"])
+    assert next(e for e in events if str(e.event_id) == verdict.data["measurement"]).data["noisy"]
+    assert status["history_line"].endswith(f"was inconclusive ({why}): nothing was revised")
+    row = OperatorResult.objects.get(result=key)
+    assert (row.status, row.speedup, row.revisions) == ("admitted", admitted.speedup, 0)
+    assert not Event.objects.filter(type__in=["ResultRetracted", "ResultDowngraded"]).exists()
+    # The pages say so and offer another re-run; sign-off and re-runs stay possible.
+    client = reviewer()
+    page = client.get(f"/reruns/{rerun_id}/").content.decode()
+    assert f"inconclusive ({why})" in page and 'id="rerun-again"' in page and "Nothing was revised" in page
+    assert f"inconclusive ({why}), nothing revised" in client.get(f"/cases/cpu/{TINY}/").content.decode()
+    assert sign_off(key, "user:alice").data["result_version"] == 1 and signoff_state(key)["reviewers"] == ["user:alice"]
+    assert rerun_status(request_rerun("case", TINY, "user:bob"))["state"] == "queued"
+    assert verify_ledger().ok
+
+
+# ---- dead workers ---------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def readme_worker(django_db_setup, django_db_blocker, tmp_path_factory):
+    """The README's worker command, `celery -A config worker -Q cpu -l info` (the prefork pool),
+    and `celery -A config beat -l info`, as processes of their own against the test database and
+    the real broker; leases refreshed every 0.5 s and dead after 3 s, the reaper every second.
+    One pair for the module: each start-up costs seconds."""
+    if not settings.CELERY_BROKER_URL:
+        pytest.skip("CELERY_BROKER_URL is not set: there is no broker for a real worker")
+    problem = broker_unreachable()
+    if problem:
+        pytest.skip(problem)
+    with django_db_blocker.unblock():
+        env = subprocess_env(WORKER_HEARTBEAT_S="0.5", WORKER_LEASE_S="3", REAPER_INTERVAL_S="1",
+                             FORGESTENCIL_VAR_DIR=str(settings.VAR_DIR))  # this process's signing key: verify trusts it
+    logs = tmp_path_factory.mktemp("workers")
+    celery = str(Path(sys.executable).parent / "celery")
+    started = {}
+    for name, command in (("worker", ["worker", "-Q", "cpu"]), ("beat", ["beat"])):
+        log = (logs / f"{name}.log").open("w")
+        started[name] = (subprocess.Popen([celery, "-A", "config", *command, "-l", "info"], cwd=ROOT, env=env,
+                                          stdout=log, stderr=subprocess.STDOUT), logs / f"{name}.log")
+    try:
+        for name, marker in (("worker", " ready."), ("beat", "beat: Starting")):
+            process, path = started[name]
+            wait_for(lambda: marker in path.read_text() or process.poll() is not None, f"the {name} to start", 180)
+            assert process.poll() is None, path.read_text()[-3000:]
+        yield started["worker"][1]
+    finally:
+        for process, _ in started.values():
+            process.terminate()  # the worker's warm shutdown: a running task ends first
+        for process, _ in started.values():
+            try:
+                process.wait(timeout=120)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+@pytest.mark.services
+@pytest.mark.one_database  # in the two-pass `./dev test`: in the PostgreSQL pass, with the real services
+def test_the_readme_worker_command_measures_a_rerun_to_a_verdict(readme_worker, transactional_ledger, speed_rule_lifted, admit):
+    admit()
+    rerun_id = request_rerun("case", TINY, "user:alice", protocol=QUICK_FIELDS)  # dispatched to the cpu queue at commit
+    status, _ = wait_until_ended(rerun_id)
+    assert status["state"] == "finished", status["detail"]
+    outcome = status["outcome"]
+    assert outcome["verdict"] in ("reconfirmed", "revised", "inconclusive")
+    verdict = next(e for e in stream_events(f"operator/cpu/{TINY}") if e.position == outcome["verdict_position"])
+    measured = next(e for e in stream_events(f"operator/cpu/{TINY}") if str(e.event_id) == verdict.data["measurement"])
+    assert verdict.actor == "user:alice" and (measured.data["protocol"]["passes"], measured.data["protocol"]["launches"]) == (2, 2)
+    assert all(v["timing"] for v in measured.data["variants"] if v["correctness"]["correct"])  # harness children ran
+    log = readme_worker.read_text()
+    assert "ForkPoolWorker" in log and re.search(r"Task frontend\.rerun\[[0-9a-f-]+\] succeeded", log), log[-3000:]
+
+
+@pytest.mark.services
+@pytest.mark.one_database
+def test_a_worker_killed_mid_rerun_leaves_it_abandoned_and_the_next_one_takes_new_work(readme_worker, transactional_ledger,
+                                                                                    speed_rule_lifted, admit):
+    from ledger.tasks import verify_ledger_task
+    from ledger.verification import request_verification
+
+    admit()
+    # The canonical 7 x 5 passes: tens of seconds of measuring, so the kill lands mid-run.
+    rerun_id = request_rerun("case", TINY, "user:alice", protocol={"max_attempts": 1})
+    key = f"rerun/{rerun_id}"
+    lease = wait_for(lambda: Lease.objects.filter(key=key).first(), "the worker's claim")
+    wait_for(lambda: rerun_status(rerun_id)["progress"], "the first progress message")
+    assert rerun_status(rerun_id)["state"] == "running" and lease.pid != os.getpid()
+    os.kill(lease.pid, signal.SIGKILL)  # the pool process running it
+    status, _ = wait_until_ended(rerun_id, 120)  # the reaper, run by beat every second
+    assert status["state"] == "abandoned" and f"pid {lease.pid}" in status["detail"], status
+    abandoned = stream_events(key)[-1]
+    assert abandoned.type == "RerunAbandoned" and abandoned.actor == "system:reaper"
+    assert (abandoned.data["worker"]["host"], abandoned.data["worker"]["pid"]) == (lease.host, lease.pid)
+    assert not Lease.objects.filter(key=key).exists()
+    assert not OperatorResult.objects.filter(status="retracted").exists()
+    run = request_verification("user:test")  # new work: the worker's new pool process takes it
+    assert verify_ledger_task.delay(run.pk).get(timeout=120) == "passed"
+    assert verify_ledger().ok
+    page = rerun_status(rerun_id)
+    assert page["state"] == "abandoned" and run_rerun(rerun_id)["state"] == "abandoned"  # a redelivery changes nothing
+
+
+def sleepy_app(folder: Path) -> tuple[str, Path]:
+    """An application whose baseline builds at once and whose candidate's build sleeps for minutes."""
+    (folder / "src").mkdir()
+    (folder / "src" / "main.c").write_text("int main(void) { return 0; }\n")
+    digest = hashlib.sha256((folder / "src" / "main.c").read_bytes()).hexdigest()
+    build = """sh -c 'if [ "$1" = -DFORGED ]; then sleep 300; fi; cc -o "$2" src/main.c' sh {switch} {out}"""
+    manifest = {
+        "name": "sleepy", "domain": "testing", "architecture": "cpu",
+        "real_program": {"description": "a program whose build takes minutes", "language": "c", "entry": "src/main.c"},
+        "provenance": {"upstream": "bundled", "version": "1.0", "licence": "MIT", "authors": "tests"},
+        "source": {"path": ".", "baseline_files": {"src/main.c": digest}},
+        "build": {"command": build, "timeout_s": 600},
+        "switch": {"kind": "build_flag", "baseline": "-DBASELINE", "candidate": "-DFORGED"},
+        "run": {"command": "{out} {args}"}, "datasets": [{"name": "one", "args": "1"}],
+        "correctness": {"mode": "builtin", "result_pattern": "PASSED", "failure_pattern": "FAILED"},
+        "timing": {"source": "wall"}, "hotspot": {"source": "none"},
+    }
+    path = folder / "manifest.yaml"
+    path.write_text(yaml.safe_dump(manifest))
+    return "sleepy", path
+
+
+def test_a_rerun_whose_process_died_ends_abandoned_when_the_server_starts_again(transactional_ledger, tmp_path, monkeypatch,
+                                                                                 settings):
+    """The embedded default: a re-run runs in the web process. That process is killed while the
+    application's build runs; the next start (config.wsgi) closes the re-run, the half-written
+    app gate run and its scratch folder."""
+    import importlib
+
+    from appgate.services import register
+
+    name, path = sleepy_app(tmp_path)
+    register(path, "user:test")
+    append_many([NewEvent(stream=f"app/{name}", type="AppGateVerdict", actor="user:test", payload={
+        "result": f"app/cpu/{name}", "app": name, "run": "earlier", "verdict": "admitted", "reasons": [],
+        "headline": 1.5, "headline_ci": [1.4, 1.6], "datasets": {"one": 1.5}, "architecture": "cpu"})])
+    monkeypatch.setattr(reruns, "dispatch", lambda rerun_id, queue: None)  # its worker is the process started below
+    rerun_id = request_rerun("app", name, "user:alice")
+    server = subprocess.Popen(
+        [sys.executable, "-c", "import sys, django; django.setup(); from frontend.reruns import run_rerun; run_rerun(sys.argv[1])",
+         rerun_id], cwd=ROOT, env=subprocess_env(DJANGO_SETTINGS_MODULE="config.settings"), start_new_session=True,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        wait_for(lambda: "building the candidate" in rerun_status(rerun_id)["progress"] or server.poll() is not None,
+                 "the candidate's build")
+        assert server.poll() is None, server.stdout.read().decode()[-3000:]
+        leases = {lease.kind: lease for lease in Lease.objects.all()}
+        assert set(leases) == {"rerun", "appgate-run"} and Path(leases["appgate-run"].scratch).is_dir()
+    finally:
+        os.killpg(server.pid, signal.SIGKILL)  # the web process and its build, as a stopped server
+        server.wait()
+    assert rerun_status(rerun_id)["state"] == "running"  # what the page would say for good before
+    settings.CELERY_TASK_ALWAYS_EAGER = True  # the embedded default: the server's start reaps
+    importlib.reload(importlib.import_module("config.wsgi"))
+    status = rerun_status(rerun_id)
+    assert status["state"] == "abandoned" and f"pid {server.pid} is no longer running" in status["detail"]
+    run = leases["appgate-run"].subject.split("/", 1)[1]
+    closed = [e for e in stream_events(f"app/{name}") if e.type == "AppGateAbandoned"]
+    assert [e.data["run"] for e in closed] == [run] and closed[0].data["worker"]["pid"] == server.pid
+    built = [e.data for e in stream_events(f"app/{name}") if e.type == "AppVariantBuilt"]
+    assert [(b["run"], b["variant"]) for b in built] == [(run, "baseline")]  # the half-written run the marker closes
+    assert not Lease.objects.exists() and not Path(leases["appgate-run"].scratch).exists()
+    assert Path(leases["appgate-run"].scratch).parent == SCRATCH_ROOT
+    assert verify_ledger().ok

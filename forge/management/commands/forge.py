@@ -1,4 +1,4 @@
-"""`manage.py forge submit|run|ablation`: the Kernel Agent from the command line."""
+"""`manage.py forge submit|run|resume|ablation`: the Kernel Agent from the command line."""
 from __future__ import annotations
 
 import json
@@ -15,12 +15,13 @@ from forge import selectors
 from forge.ablation import ARMS, CandidateResult, run_ablation
 from forge.proposers.base import ProposerUnavailable
 from forge.proposers.external import ExternalProposer
-from forge.services import ForgeError, execute_round, run_campaign, start_campaign, start_round
+from forge.runner import resume_campaign, run_campaign
+from forge.services import ForgeError, execute_round, start_campaign, start_round
 
 
 class Command(BaseCommand):
-    help = ("Run the Kernel Agent: `submit` one external candidate as a round, `run` a campaign, or `ablation` "
-            "(synthesis vs search at equal budget).")
+    help = ("Run the Kernel Agent: `submit` one external candidate as a round, `run` a campaign, `resume` one whose "
+            "worker died, or `ablation` (synthesis vs search at equal budget).")
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("--actor", default="user:cli")
@@ -38,6 +39,9 @@ class Command(BaseCommand):
         run.add_argument("--backend", choices=["cpu", "cuda"], default="cpu")
         run.add_argument("--proposer", choices=["levers", "anthropic"], default="levers")
         run.add_argument("--rounds", type=int, default=6)
+        resume = actions.add_parser("resume", help="continue a campaign whose worker died: its open rounds are abandoned, "
+                                                   "then every case goes on until it converges")
+        resume.add_argument("campaign", help="the campaign id (`forge run` prints it)")
         ablation = actions.add_parser(
             "ablation", help="synthesis vs search at equal budget on one case: autotune, oneshot, loop (docs/forge_ablation.md)")
         ablation.add_argument("--case", required=True)
@@ -75,15 +79,28 @@ class Command(BaseCommand):
         cases = [options["case"]] if options["case"] else matrix_cases(options["matrix"])
         campaign = start_campaign(cases, options["backend"], options["proposer"], options["rounds"], options["actor"])
         self.stderr.write(f"campaign {campaign}: {len(cases)} cases x up to {options['rounds']} rounds, proposer {options['proposer']}")
-        counts: dict[str, int] = {}
+        self.drive(campaign, options["proposer"], options["actor"], options["rounds"])
+
+    def do_resume(self, options) -> None:
+        campaign = options["campaign"]
+        proposer, abandoned = resume_campaign(campaign, options["actor"])
+        states = list(selectors.campaign_table(campaign))
+        budget = max((state.budget for state in states), default=0)
+        self.stderr.write(f"campaign {campaign}: {abandoned} round(s) left open by a dead worker abandoned; "
+                          f"{sum(1 for s in states if not s.converged)} of {len(states)} cases go on, proposer {proposer}")
+        self.drive(campaign, proposer, options["actor"], budget)
+
+    def drive(self, campaign: str, proposer: str, actor: str, budget: int) -> None:
+        """Run the campaign to convergence with a progress bar per case, then print its table."""
+        counts = {state.case: state.rounds for state in selectors.campaign_table(campaign)}
 
         def progress(case: str, outcome: dict) -> None:
-            counts[case] = counts.get(case, 0) + 1
-            bar = "#" * counts[case] + "." * (options["rounds"] - counts[case])
+            counts[case] += 1
+            bar = "#" * counts[case] + "." * max(0, budget - counts[case])
             speed = f"{outcome['speedup']:.2f}x" if outcome.get("speedup") else "-"
             self.stderr.write(f"  {case:<34} [{bar}] round {counts[case]}: {outcome['status']} {outcome['state']} {speed}")
 
-        states = run_campaign(campaign, options["proposer"], options["actor"], progress)
+        states = run_campaign(campaign, proposer, actor, progress)
         self.stdout.write(f"{'case':<34} {'rounds':>6} {'best speedup':>13} {'% copy BW':>10}  converged")
         for state in states:
             best = state.best or {}

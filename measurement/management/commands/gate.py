@@ -4,7 +4,8 @@ import time
 from django.core.management.base import BaseCommand, CommandError
 
 from measurement.harness.cases import CaseError
-from measurement.services import MeasurementError, RerunOutcome, rerun_all, rerun_counts, rerun_gate
+from measurement.reruns import RerunOutcome, rerun_all, rerun_counts, rerun_gate
+from measurement.services import MeasurementError
 
 from ._common import add_protocol_arguments, protocol_from, report_table
 

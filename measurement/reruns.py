@@ -1,0 +1,164 @@
+"""Gate re-runs of admitted operator results: one case, or every standing result of a backend.
+
+A re-run measures the admitted kernel again and revises its result only on conclusive evidence:
+
+- a failed check (wrong output, crash, compile error, wrong timed output) retracts it, noisy
+  timing or not: noise cannot make an output wrong;
+- otherwise a noisy measurement (`MeasurementReport.noisy`: the pass spread of what the verdict
+  compares stayed above the regression band through every attempt) is `inconclusive`, and so is
+  a speedup CI that spans 1 (the public bound): neither shows the result no longer holds, and a
+  noisy shared CPU once retracted star_1/64x64x64/f32 at 0.471x, CI 0.308-0.764 (issue 14);
+- a CI wholly below 1, or a speed under the physics floor in a quiet measurement, retracts it;
+  an upper CI end below the standing speedup less the regression band downgrades it.
+
+An inconclusive re-run records its verdict (GateVerdict `inconclusive`, the detail saying why
+first) and changes no status: the result stays signable and can be re-run later.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ledger.services import NewEvent, append
+from measurement.backends.base import Kernel
+from measurement.harness.cases import CaseError
+from measurement.harness.judge import REGRESSION_BAND
+from measurement.harness.plan import ProtocolSettings
+
+from . import selectors, services
+from .services import GateOutcome, MeasurementError, MeasurementReport, result_key
+
+# What noise can cause (a slow or impossibly fast median); everything else is a wrong output or
+# a kernel that does not run, which no amount of noise explains.
+TIMING_REASONS = frozenset({"not_faster_than_public_bound", "impossible_speed"})
+
+
+def rerun_verdict(reasons: list[str], ci: tuple[float, float] | None, noisy_spread: float | None) -> tuple[str, str]:
+    """(verdict, why it is inconclusive or ""): reconfirmed | revised | inconclusive.
+    `noisy_spread`: the kept timing attempt's spread when the measurement is noisy, else None."""
+    if set(reasons) - TIMING_REASONS:
+        return "revised", ""
+    ci_text = f"CI {ci[0]:.3f}–{ci[1]:.3f}" if ci else ""
+    if noisy_spread is not None:
+        return "inconclusive", ", ".join(filter(None, [f"noisy: spread {noisy_spread:.1%}", ci_text]))
+    if "not_faster_than_public_bound" in reasons and ci is not None and ci[1] >= 1.0:
+        return "inconclusive", f"{ci_text} spans 1.000, the public bound"
+    return ("revised" if reasons else "reconfirmed"), ""
+
+
+def revision(verdict: str, ci: tuple[float, float] | None, standing: float | None) -> str | None:
+    """The event a re-run's verdict calls for: a revised result is retracted; a reconfirmed one
+    whose whole CI lies below its standing speedup less the regression band is downgraded."""
+    if verdict == "revised":
+        return "ResultRetracted"
+    if verdict == "reconfirmed" and ci and standing and ci[1] < standing * (1 - REGRESSION_BAND):
+        return "ResultDowngraded"
+    return None
+
+
+def _decide(report: MeasurementReport, reasons: list[str], ci: tuple[float, float] | None) -> tuple[str, str]:
+    spread = min(attempt["max_spread"] for attempt in report.attempts) if report.noisy else None  # the kept attempt's
+    return rerun_verdict(reasons, ci, spread)
+
+
+def rerun_gate(case_id: str, backend: str, actor: str, protocol: ProtocolSettings | None = None, progress=None) -> tuple[GateOutcome, Any]:
+    """Re-run the gate on the admitted kernel; retract or downgrade when the result conclusively
+    no longer holds (module docstring). Returns the verdict and the revision event, if any."""
+    key = result_key(backend, case_id)
+    current = selectors.operator_result(key)
+    if current is None or current.status == "retracted":
+        raise MeasurementError(f"{key} has no admitted kernel to re-run (status: {current.status if current else 'none'})")
+    kernel = Kernel(current.source, current.launch)
+    report = services.measure(case_id, backend, kernel, None, protocol, progress)
+    outcome = services.record_verdict(report, key, actor, "gate re-run of the admitted kernel",
+                                      revises=current.verdict_event, decide=_decide)
+    common = {"result": key, "rerun": str(outcome.verdict_event.event_id), "revises": current.verdict_event}
+    kind = revision(outcome.verdict, outcome.speedup_ci, current.speedup)
+    if kind == "ResultRetracted":
+        return outcome, append(NewEvent(stream=key, type=kind, actor=actor, payload={
+            **common, "reason": f"gate re-run: {', '.join(outcome.reasons)}: {outcome.detail}"}))
+    if kind == "ResultDowngraded":
+        return outcome, append(NewEvent(stream=key, type=kind, actor=actor, payload={
+            **common, "from_value": current.speedup, "to_value": outcome.speedup, "unit": "x",
+            "reason": f"gate re-run measured {outcome.detail}"}))
+    return outcome, None
+
+
+@dataclass
+class RerunOutcome:
+    """One case of a whole-matrix re-run: what stood before, what the re-run found, how long it took."""
+
+    case: str
+    admitted_speedup: float | None  # the standing speedup it re-checked (after any earlier downgrade)
+    seconds: float
+    verdict: str | None = None  # reconfirmed | revised | inconclusive; None when the re-run failed
+    speedup: float | None = None
+    speedup_ci: tuple[float, float] | None = None
+    reasons: list[str] = field(default_factory=list)
+    revision: str | None = None  # ResultRetracted | ResultDowngraded | None
+    inconclusive: str = ""  # why, when the verdict is inconclusive
+    error: str | None = None
+
+    @property
+    def outcome(self) -> str:
+        """reconfirmed | downgraded | retracted | inconclusive | failed: the counts of a re-run summary."""
+        if self.error is not None:
+            return "failed"
+        if self.verdict == "inconclusive":
+            return "inconclusive"
+        return {"ResultRetracted": "retracted", "ResultDowngraded": "downgraded"}.get(self.revision or "", "reconfirmed")
+
+    def line(self) -> str:
+        if self.error is not None:
+            return f"{self.case}: FAILED ({self.error}) [{self.seconds:.1f} s]"
+        speed = f"{self.speedup:.3f}x" if self.speedup is not None else "-"
+        ci = f" (CI {self.speedup_ci[0]:.3f}-{self.speedup_ci[1]:.3f})" if self.speedup_ci else ""
+        was = f"{self.admitted_speedup:.3f}x" if self.admitted_speedup is not None else "-"
+        why = f" [{', '.join(self.reasons)}]" if self.reasons else ""
+        verdict = f"inconclusive ({self.inconclusive})" if self.inconclusive else self.verdict
+        return (f"{self.case}: {verdict}{why} {speed}{ci} (was {was}); "
+                f"{self.revision or 'no revision'} [{self.seconds:.1f} s]")
+
+
+def rerun_counts(outcomes: list[RerunOutcome]) -> dict[str, int]:
+    counts = dict.fromkeys(("reconfirmed", "downgraded", "retracted", "inconclusive", "failed"), 0)
+    for outcome in outcomes:
+        counts[outcome.outcome] += 1
+    return counts
+
+
+def rerun_all(backend: str, actor: str, protocol: ProtocolSettings | None = None,
+              progress: Callable[[RerunOutcome], None] | None = None,
+              deadline: float | None = None) -> list[RerunOutcome]:
+    """Re-run the gate on every standing operator result of `backend`, in case order.
+
+    A whole-matrix re-run is how a harness, driver or library change is checked against
+    everything already claimed; one case that cannot be measured must not hide the others,
+    so its MeasurementError becomes a failed outcome and the loop goes on. `progress` gets
+    each outcome as its case ends. `deadline` (seconds from the start) starts no case expected
+    to end after it (1.2x the slowest so far): a device call has a hard limit, and the cases
+    left out are simply not in the returned list.
+    """
+    started = time.perf_counter()
+    outcomes: list[RerunOutcome] = []
+    for row in selectors.standing_operator_results(backend):
+        elapsed = time.perf_counter() - started
+        if deadline is not None and outcomes and elapsed + 1.2 * max(o.seconds for o in outcomes) > deadline:
+            break
+        began = time.perf_counter()
+        item = RerunOutcome(row.case, row.speedup, 0.0)
+        try:
+            gate, revision = rerun_gate(row.case, backend, actor, protocol)
+        except (CaseError, MeasurementError) as exc:
+            item.error = str(exc)
+        else:
+            item.verdict, item.speedup, item.speedup_ci = gate.verdict, gate.speedup, gate.speedup_ci
+            item.reasons, item.inconclusive = gate.reasons, gate.inconclusive
+            item.revision = revision.type if revision is not None else None
+        item.seconds = time.perf_counter() - began
+        outcomes.append(item)
+        if progress is not None:
+            progress(item)
+    return outcomes
