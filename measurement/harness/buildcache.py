@@ -80,6 +80,16 @@ def recipe(name: str) -> Recipe:
     return _recipes[name]()
 
 
+def warm() -> None:
+    """Compute what every key needs (compiler versions, machine key, harness version) once: the
+    sandbox's server does, before it forks, so that no child runs `cc --version` again."""
+    for name in list(_recipes):
+        try:
+            recipe(name).key("")
+        except Exception:  # a recipe whose tool is missing here fails later, where it is used
+            continue
+
+
 @cache
 def compiler_version(compiler: str) -> str:
     """First line of `COMPILER --version` (part of every key and of the backend's description)."""

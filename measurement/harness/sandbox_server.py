@@ -347,6 +347,9 @@ def main() -> None:
     for name in options["preload"]:
         if importlib.util.find_spec(name) is not None:
             importlib.import_module(name)
+    from measurement.harness import buildcache
+
+    buildcache.warm()
     control = socket.socket(fileno=options["control_fd"])
     probe = Confined(options, _self_test, json.dumps(options["probe"]).encode(), options["probe"]["environment"], 10,
                      broker=False)
