@@ -23,7 +23,7 @@ from typing import Any
 
 from ledger.services import NewEvent, append
 from measurement.backends.base import Kernel
-from measurement.harness.cases import CaseError
+from measurement.harness.cases import CaseError, parse_case
 from measurement.harness.judge import REGRESSION_BAND
 from measurement.harness.plan import ProtocolSettings
 
@@ -66,7 +66,7 @@ def _decide(report: MeasurementReport, reasons: list[str], ci: tuple[float, floa
 def rerun_gate(case_id: str, backend: str, actor: str, protocol: ProtocolSettings | None = None, progress=None) -> tuple[GateOutcome, Any]:
     """Re-run the gate on the admitted kernel; retract or downgrade when the result conclusively
     no longer holds (module docstring). Returns the verdict and the revision event, if any."""
-    key = result_key(backend, case_id)
+    key = result_key(backend, parse_case(case_id).id)  # an alias: CaseError naming the canonical id
     current = selectors.operator_result(key)
     if current is None or current.status == "retracted":
         raise MeasurementError(f"{key} has no admitted kernel to re-run (status: {current.status if current else 'none'})")

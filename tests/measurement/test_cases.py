@@ -96,6 +96,8 @@ def test_the_gate_and_the_commands_refuse_an_alias_before_recording_anything(led
     with pytest.raises(CommandError, match=f"use '{CASE}'"):
         call_command("measure", "--case", "star_1/0032x32x32/f32")
     with pytest.raises(CommandError, match=f"use '{CASE}'"):
+        call_command("gate", "operator", "--case", "star_1/0032x32x32/f32")
+    with pytest.raises(CommandError, match=f"use '{CASE}'"):
         call_command("forge", "submit", "--case", "star_1/0032x32x32/f32", "--source", str(HONEST), "--hypothesis", "alias")
     with pytest.raises(RerunError, match=f"use '{CASE}'"):
         request_rerun("case", "star_1/0032x32x32/f32", "user:reviewer")
