@@ -582,7 +582,8 @@ class CpuBackend:
 
     def memory_limit(self) -> tuple[int, str]:
         """MEMORY_MARGIN of the least of: the RAM available now (MemAvailable), what the cgroup
-        still allows (memory.max less memory.current), this process's address-space limit."""
+        still allows (memory.max less memory.current), this process's address-space and data
+        limits (the sandbox sets one of them on every harness child)."""
         bounds = []
         available = next((line.split()[1] for line in (_read("/proc/meminfo") or "").splitlines()
                           if line.startswith("MemAvailable:")), None)
@@ -591,9 +592,10 @@ class CpuBackend:
         cgroup_max, cgroup_used = _read("/sys/fs/cgroup/memory.max"), _read("/sys/fs/cgroup/memory.current")
         if cgroup_max and cgroup_max.isdigit() and cgroup_used and cgroup_used.isdigit():
             bounds.append((int(cgroup_max) - int(cgroup_used), "the cgroup's memory limit"))
-        address_space = resource.getrlimit(resource.RLIMIT_AS)[0]
-        if address_space != resource.RLIM_INFINITY:
-            bounds.append((address_space, "the address-space limit"))
+        for which, what in ((resource.RLIMIT_AS, "the address-space limit"), (resource.RLIMIT_DATA, "the data-size limit")):
+            soft = resource.getrlimit(which)[0]
+            if soft != resource.RLIM_INFINITY:
+                bounds.append((soft, what))
         if not bounds:
             raise RuntimeError("cannot tell how much memory this machine has (no /proc/meminfo)")
         most, what = min(bounds)
