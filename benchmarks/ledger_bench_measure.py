@@ -199,6 +199,7 @@ def fill_direct(workload: Workload, target: int, batch: int, deadline: float) ->
     from django.db import transaction
     from django.db.models import Max
     from ledger import services
+    from ledger.append_sql import Session
     from ledger.models import Event
 
     position, prev_hash = services.head()
@@ -214,9 +215,10 @@ def fill_direct(workload: Workload, target: int, batch: int, deadline: float) ->
             sealed = services._seal(new, payload, schema_version, position, versions[new.stream], prev_hash)
             prev_hash = sealed.hash
             sealed_batch.append(sealed)
+        session = Session()
         with transaction.atomic():
-            services.lock_chain()
-            services._insert(sealed_batch)
+            services.lock_chain(session)
+            services._insert(session, sealed_batch)
         return position
 
     result = _fill_loop(workload, target, batch, deadline, Phase("fill_direct"), "fill (direct)", write)

@@ -34,6 +34,20 @@ def commit_rate(conn: psycopg.Connection, inserts: int) -> float:
     return inserts / (time.perf_counter() - started)
 
 
+def locked_commit_rate(conn: psycopg.Connection, inserts: int, lock_key: int) -> float:
+    """The same INSERT inside an explicit transaction that first takes a transaction-scoped
+    advisory lock, as every ledger append does, pipelined (BEGIN, lock, INSERT, COMMIT in one
+    round trip): the least a serialised append can cost from Python, before it does any work."""
+    started = time.perf_counter()
+    for i in range(inserts):
+        with conn.pipeline():
+            conn.execute("BEGIN")
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key,))
+            conn.execute(f"INSERT INTO {PROBE_TABLE} VALUES (%s)", (i,))
+            conn.execute("COMMIT")
+    return inserts / (time.perf_counter() - started)
+
+
 def server_facts(conn: psycopg.Connection) -> dict:
     settings = {name: conn.execute(f"SHOW {name}").fetchone()[0] for name in ("synchronous_commit", "fsync", "wal_sync_method")}
     return {"server": conn.execute("SELECT version()").fetchone()[0], "settings": settings}

@@ -10,8 +10,7 @@ from typing import Any, ClassVar, Iterable, Protocol
 
 from django.db import models
 
-from . import append_sql
-from .append_sql import model_sql
+from .append_sql import Session
 from .records import RecordedEvent
 
 Row = dict[str, Any]
@@ -41,11 +40,12 @@ class TableRows:
     Rows are read once (all keys of the batch in one statement where the projection names
     them), changed in memory, and written back at `flush` with one upsert statement run for
     every changed row. Reads are issued by `request` and collected by `receive`, so the reads
-    of all tables of a batch share one round trip inside `append_sql.pipelined()`.
+    of all tables of a batch share one round trip when the session is pipelined.
     """
 
-    def __init__(self, model: type[models.Model], key_field: str) -> None:
-        self.sql = model_sql(model)
+    def __init__(self, model: type[models.Model], key_field: str, session: Session) -> None:
+        self.session = session
+        self.sql = session.model(model)
         self.key_field = key_field
         self.cache: dict[Any, Row | None] = {}
         self.dirty: dict[Any, Row] = {}
@@ -56,14 +56,14 @@ class TableRows:
         missing = list({key for key in keys if key not in self.cache})
         for start in range(0, len(missing), 500):
             chunk = missing[start : start + 500]
-            cursor = append_sql.cursor()
-            cursor.execute(self.sql.select_by_pk(len(chunk)), self.sql.pk_params(chunk))
-            self.pending.append((cursor, chunk))
+            params = self.sql.pk_params(chunk, self.session.connection)
+            self.pending.append((self.session.read(self.sql.select_by_pk(len(chunk)), params), chunk))
 
     def receive(self) -> None:
+        connection = self.session.connection
         for cursor, chunk in self.pending:
             with cursor:
-                found = {row[self.key_field]: row for row in map(self.sql.row, cursor.fetchall())}
+                found = {row[self.key_field]: row for row in (self.sql.row(v, connection) for v in cursor.fetchall())}
             self.cache.update((key, found.get(key)) for key in chunk)
         self.pending.clear()
 
@@ -82,9 +82,9 @@ class TableRows:
         """Write the changed rows: an upsert, so a row `put` without being read first (a
         projection without `key`) is inserted or replaced alike."""
         if self.dirty:
-            with append_sql.cursor() as cursor:
-                params = [self.sql.params({self.key_field: key, **row}) for key, row in self.dirty.items()]
-                cursor.executemany(self.sql.upsert, params)
+            connection = self.session.connection
+            params = [self.sql.params({self.key_field: key, **row}, connection) for key, row in self.dirty.items()]
+            self.session.write_many(self.sql.upsert, params)
         self.dirty.clear()
 
 

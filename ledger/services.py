@@ -15,8 +15,8 @@ from typing import Any, Sequence
 from django.db import transaction
 from django.utils import timezone
 
-from . import append_sql, event_types
-from .append_sql import model_sql
+from . import event_types
+from .append_sql import Session
 from .canonical import GENESIS_HASH, chain_hash, event_body
 from .errors import ConcurrencyError, IdempotencyConflict, LedgerError
 from .models import Event, ProjectionState
@@ -39,11 +39,11 @@ class NewEvent:
     schema_version: int | None = None  # None: the type's latest; older only for imports
 
 
-def lock_chain() -> None:
+def lock_chain(session: Session | None = None) -> None:
     """Serialise writers. Call inside a transaction; released at commit or rollback."""
-    if append_sql.database().vendor == "postgresql":
-        with append_sql.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [CHAIN_LOCK_KEY])
+    session = session or Session()
+    if session.postgres:
+        session.write("SELECT pg_advisory_xact_lock(%s)", [CHAIN_LOCK_KEY])
     # SQLite: settings open every transaction IMMEDIATE, which takes the single write lock.
 
 
@@ -67,46 +67,57 @@ def append(new: NewEvent) -> RecordedEvent:
 def append_many(new_events: Sequence[NewEvent]) -> list[RecordedEvent]:
     """Append events atomically, in order: all are recorded or none is.
 
-    On PostgreSQL the whole append is pipelined: the lock, the chain head, the stream versions
+    On PostgreSQL the append is pipelined: the lock, the chain head with the stream versions
     and the events named by id travel in one round trip; the new events and the projection
     rows they touch in a second; the projection writes in a third; then COMMIT. Every read
     that decides something runs after the lock is granted, in the same transaction as the
     writes (docs/ledger_benchmarks.md counts the statements)."""
     validated = [_validate(new) for new in new_events]
+    session = Session()
     with transaction.atomic():
-        with append_sql.pipelined():
-            lock_chain()
-            position, prev_hash, stream_versions = _chain_state({new.stream for new, _, _ in validated})
-            known = _events_by_id([new.event_id for new, _, _ in validated if new.event_id is not None])
-            recorded: list[RecordedEvent] = []
-            fresh: list[RecordedEvent] = []
-            for new, payload, schema_version in validated:
-                if new.event_id is not None:
-                    existing = known.get(_uuid(new.event_id))
-                    if existing is not None:
-                        recorded.append(_same_or_refuse(existing, new, payload, schema_version))
-                        continue
-                version = stream_versions[new.stream]
-                if new.expected_version is not None and new.expected_version != version:
-                    raise ConcurrencyError(
-                        f"stream {new.stream!r} is at version {version}, but the writer expected "
-                        f"{new.expected_version}; re-read the stream and decide again"
-                    )
-                position += 1
-                version += 1
-                stream_versions[new.stream] = version
-                event = _seal(new, payload, schema_version, position, version, prev_hash)
-                prev_hash = event.hash
-                recorded.append(event)
-                fresh.append(event)
-                if new.event_id is not None:  # the same id again in this batch is a retry of this one
-                    known[_uuid(new.event_id)] = event
+        with session.pipelined():
+            lock_chain(session)
+            chain = _chain_state(session, {new.stream for new, _, _ in validated})
+            known = _events_by_id(session, [new.event_id for new, _, _ in validated if new.event_id is not None])
+            recorded, fresh = _sequence(validated, chain, known)
             if fresh:
-                _insert(fresh)
-                states = _project(fresh)
+                _insert(session, fresh)
+                _project(session, fresh)
         if fresh:
-            _add_missing_states(states, fresh)
+            _add_missing_states(session, fresh)
     return recorded
+
+
+def _sequence(
+    validated: list[tuple[NewEvent, dict[str, Any], int]],
+    chain: tuple[int, str, dict[str, int]],
+    known: dict[uuid.UUID, RecordedEvent],
+) -> tuple[list[RecordedEvent], list[RecordedEvent]]:
+    """Seal the events in order after the chain head; an id already stored (or repeated in
+    this batch) is a retry and returns the first. Returns (every event, the new ones)."""
+    position, prev_hash, stream_versions = chain
+    recorded: list[RecordedEvent] = []
+    fresh: list[RecordedEvent] = []
+    for new, payload, schema_version in validated:
+        if new.event_id is not None and (existing := known.get(_uuid(new.event_id))) is not None:
+            recorded.append(_same_or_refuse(existing, new, payload, schema_version))
+            continue
+        version = stream_versions[new.stream]
+        if new.expected_version is not None and new.expected_version != version:
+            raise ConcurrencyError(
+                f"stream {new.stream!r} is at version {version}, but the writer expected "
+                f"{new.expected_version}; re-read the stream and decide again"
+            )
+        position += 1
+        version += 1
+        stream_versions[new.stream] = version
+        event = _seal(new, payload, schema_version, position, version, prev_hash)
+        prev_hash = event.hash
+        recorded.append(event)
+        fresh.append(event)
+        if new.event_id is not None:
+            known[_uuid(new.event_id)] = event
+    return recorded, fresh
 
 
 def _validate(new: NewEvent) -> tuple[NewEvent, dict[str, Any], int]:
@@ -122,18 +133,17 @@ def _uuid(value: uuid.UUID | str) -> uuid.UUID:
     return value if isinstance(value, uuid.UUID) else uuid.UUID(str(value))
 
 
-def _events_by_id(event_ids: list[uuid.UUID | str]) -> dict[uuid.UUID, RecordedEvent]:
+def _events_by_id(session: Session, event_ids: list[uuid.UUID | str]) -> dict[uuid.UUID, RecordedEvent]:
     """The stored events among these ids (idempotent retries), read in one statement per 500."""
     found: dict[uuid.UUID, RecordedEvent] = {}
     ids = list({_uuid(event_id) for event_id in event_ids})
     field = Event._meta.get_field("event_id")
     for start in range(0, len(ids), 500):
         chunk = ids[start : start + 500]
-        with append_sql.cursor() as cursor:
-            cursor.execute(
-                f"SELECT body, prev_hash, hash FROM ledger_event WHERE event_id IN ({', '.join(['%s'] * len(chunk))})",
-                [field.get_db_prep_value(event_id, append_sql.database()) for event_id in chunk],
-            )
+        with session.read(
+            f"SELECT body, prev_hash, hash FROM ledger_event WHERE event_id IN ({', '.join(['%s'] * len(chunk))})",
+            [field.get_db_prep_value(event_id, session.connection) for event_id in chunk],
+        ) as cursor:
             for body, prev, hash_ in cursor.fetchall():
                 stored = RecordedEvent.from_body(body, prev, hash_)
                 found[_uuid(stored.event_id)] = stored
@@ -157,7 +167,7 @@ def _same_or_refuse(stored: RecordedEvent, new: NewEvent, payload: dict[str, Any
     return stored
 
 
-def _chain_state(streams: set[str]) -> tuple[int, str, dict[str, int]]:
+def _chain_state(session: Session, streams: set[str]) -> tuple[int, str, dict[str, int]]:
     """The chain head (last position and hash) and the current version of each stream (0 for
     a new one), in one statement per 200 streams.
 
@@ -171,9 +181,7 @@ def _chain_state(streams: set[str]) -> tuple[int, str, dict[str, int]]:
     for start in range(0, max(len(names), 1), 200):
         chunk = names[start : start + 200]
         parts = ([chain_head] if start == 0 else []) + [probe] * len(chunk)
-        cursor = append_sql.cursor()
-        cursor.execute(" UNION ALL ".join(parts), [v for name in chunk for v in (name, name)])
-        cursors.append(cursor)
+        cursors.append(session.read(" UNION ALL ".join(parts), [v for name in chunk for v in (name, name)]))
     position, prev_hash = 0, GENESIS_HASH
     versions = dict.fromkeys(streams, 0)
     for cursor in cursors:
@@ -222,22 +230,20 @@ def _row(event: RecordedEvent) -> dict[str, Any]:
     }
 
 
-def _insert(events: list[RecordedEvent]) -> None:
-    sql = model_sql(Event)
-    with append_sql.cursor() as cursor:
-        cursor.executemany(sql.insert, [sql.params(_row(event)) for event in events])
+def _insert(session: Session, events: list[RecordedEvent]) -> None:
+    sql = session.model(Event)
+    session.write_many(sql.insert, [sql.params(_row(event), session.connection) for event in events])
 
 
-def _project(events: list[RecordedEvent]):
+def _project(session: Session, events: list[RecordedEvent]) -> None:
     """Apply the events to every projection that wants them: the rows they touch are requested
     for all projections before any is read (one round trip when pipelined), then applied in
-    memory and written back. Returns the cursor of the projection-state UPDATE, whose row count
-    `_add_missing_states` reads once the pipeline has delivered it."""
+    memory and written back, and every projection's position moves to the last event."""
     work = []
     for projection in registered():
         wanted = [event for event in events if projection.wants(event)]
         if wanted:
-            rows = TableRows(projection.model, projection.key_field)
+            rows = TableRows(projection.model, projection.key_field, session)
             rows.request(key for key in (projection.key(event) for event in wanted) if key is not None)
             work.append((projection, wanted, rows))
     for _, _, rows in work:
@@ -246,18 +252,15 @@ def _project(events: list[RecordedEvent]):
         for event in wanted:
             projection.apply(event, rows)
         rows.flush()
-    states = append_sql.cursor()
-    states.execute("UPDATE ledger_projectionstate SET last_position = %s", [events[-1].position])
-    return states
+    session.write("UPDATE ledger_projectionstate SET last_position = %s", [events[-1].position])
 
 
-def _add_missing_states(states, events: list[RecordedEvent]) -> None:
+def _add_missing_states(session: Session, events: list[RecordedEvent]) -> None:
     """A projection first seen on a non-empty ledger has not applied the history: record it
-    at 0 so verify reports it until `ledger rebuild` fills it."""
-    with states:
-        updated = states.rowcount
+    at 0 so verify reports it until `ledger rebuild` fills it. Reads the row count of
+    `_project`'s last write, which a pipeline delivers only at its end."""
     projections = list(registered())
-    if updated >= len(projections):
+    if session.written_rows() >= len(projections):
         return
     known = set(ProjectionState.objects.values_list("name", flat=True))
     start = events[-1].position if events[0].position == 1 else 0
