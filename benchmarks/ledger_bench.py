@@ -13,9 +13,10 @@ it, sets up Django, migrates, initialises a ledger and then measures, in this or
    `rebuild_projections()`, then probe single and batched append throughput at that size.
 
 With --append-ratio (PostgreSQL) it measures only single appends against the server's raw
-one-row commit rate: fill to --ratio-at events (10,000), then alternate blocks of durable
-one-row INSERT commits and of `append()` calls in one process (benchmarks/ledger_bench_ratio.py),
-and add the run to --ratio-out (docs/benchmarks/ledger_append_pg.json):
+one-row commit rate: fill to --ratio-at events (10,000), then take turns, in one process,
+between blocks of durable one-row INSERT commits, of the same INSERT behind an advisory lock in
+an explicit transaction, and of `append()` calls (benchmarks/ledger_bench_ratio.py); the run
+is added to --ratio-out (docs/benchmarks/ledger_append_pg.json):
 
     .venv/bin/python benchmarks/ledger_bench.py --db postgres --append-ratio
 
