@@ -75,7 +75,8 @@ def parse_args(argv=None):
     parser.add_argument("--events", type=int, action="append", default=[],
                         help="ledger size at which to time verify and rebuild (repeatable; e.g. 100000 1000000)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="JSON file to merge results into")
-    parser.add_argument("--table", action="store_true", help="print the markdown table from --out and exit")
+    parser.add_argument("--table", action="store_true",
+                        help="print the markdown tables from --out and --ratio-out and exit")
     parser.add_argument("--skip-throughput", action="store_true",
                         help="skip the single/batched append timings (keep those already in --out)")
     parser.add_argument("--single", type=int, default=5000, help="sequential append() calls to time")
@@ -153,6 +154,10 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     if args.table:
         print(markdown_table(load_results(args.out)))
+        if args.ratio_out.exists():
+            from ledger_bench_ratio import markdown_table as ratio_table
+
+            print("\n" + ratio_table(json.loads(args.ratio_out.read_text())))
         return 0
 
     command = os.environ.get("LEDGER_BENCH_COMMAND") or shlex.join(

@@ -95,3 +95,20 @@ def write(path: Path, run_id: str, run: dict) -> None:
     data["by_code"] = by_code
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=2) + "\n")
+
+
+def markdown_table(data: dict) -> str:
+    """One row per run: the code measured, the load, and the medians (min–max) of its rounds."""
+    def cell(spread: dict, fmt: str = "{:,.0f}") -> str:
+        return f"{fmt.format(spread['median'])} ({fmt.format(spread['min'])}–{fmt.format(spread['max'])})"
+
+    lines = ["| run | ledger code | load (1 min) at start | appends/s | raw commits/s | locked commits/s | "
+             "appends ÷ raw | statements per append |",
+             "|---|---|---:|---:|---:|---:|---:|---:|"]
+    for run_id, run in sorted(data.get("runs", {}).items()):
+        machine = run["machine"]
+        lines.append(
+            f"| `{run_id}` | `{machine['git_commit'][:7]}` | {machine['load_average_at_start'][0]:.1f} | "
+            f"{cell(run['appends_per_s'])} | {cell(run['raw_commits_per_s'])} | {cell(run['locked_commits_per_s'])} | "
+            f"{cell(run['ratio_appends_to_raw_commits'], '{:.2f}')} | {run['statements_per_append']} |")
+    return "\n".join(lines)
