@@ -34,6 +34,7 @@ from .oracle import make_inputs, sample_points
 # the region leaves a wrong value among 2048 random points with probability 1 - 0.9^2048.
 LAUNCH_SAMPLE_POINTS = 2048
 
+
 @dataclass(frozen=True)
 class CheckSpec:
     label: str
@@ -171,9 +172,10 @@ def time_variants(backend_name: str, case_id: str, variants: list[Variant], coef
     # estimate inflated by noise once rejected an honest CPU kernel (box2d_1/512x512/f32, in
     # docs/benchmarks/forge_cpu_levers.jsonl) as faster than the copy floor.
     launch_overhead = overhead[0]
-    points = sample_points(case, spec.sample_count, spec.sample_seed)
+    points = sample_points(case, spec.sample_count, spec.sample_seed)  # the region's corners, then random points
     index = tuple(points.T)
-    read_some = buffers.sampler(points[: len(points) - spec.sample_count + LAUNCH_SAMPLE_POINTS])
+    corners = len(points) - spec.sample_count
+    read_some = buffers.sampler(points[: corners + LAUNCH_SAMPLE_POINTS])
     rng = np.random.default_rng(np.random.SeedSequence(spec.sample_seed).spawn(1)[0])
     if spec.warmup:
         for name in names:
