@@ -23,7 +23,7 @@ class RerunRow(models.Model):
     result = models.CharField(max_length=255, db_index=True)
     requested_by = models.CharField(max_length=255)
     requested_at = models.CharField(max_length=40)
-    state = models.CharField(max_length=10)  # queued | running | finished | failed
+    state = models.CharField(max_length=10)  # queued | running | finished | failed | abandoned
     progress = models.JSONField()
     outcome = models.JSONField(null=True)
     detail = models.TextField()

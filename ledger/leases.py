@@ -25,7 +25,6 @@ import shutil
 import socket
 import tempfile
 import threading
-import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
@@ -121,6 +120,7 @@ class _Heartbeat:
         """Also after a fork: the child holds none of its parent's leases and runs no thread yet."""
         self.keys: set[str] = set()
         self.lock = threading.Lock()
+        self.wake = threading.Event()
         self.thread: threading.Thread | None = None
 
     def add(self, key: str) -> None:
@@ -129,6 +129,7 @@ class _Heartbeat:
             if self.thread is None or not self.thread.is_alive():
                 self.thread = threading.Thread(target=self._run, name="lease-heartbeat", daemon=True)
                 self.thread.start()
+        self.wake.set()  # beat now: a thread asleep on an earlier, longer interval starts the new one
 
     def discard(self, key: str) -> None:
         with self.lock:
@@ -136,7 +137,8 @@ class _Heartbeat:
 
     def _run(self) -> None:
         while True:
-            time.sleep(settings.WORKER_HEARTBEAT_S)
+            self.wake.wait(settings.WORKER_HEARTBEAT_S)
+            self.wake.clear()
             with self.lock:
                 keys = sorted(self.keys)
             if not keys:

@@ -1,10 +1,10 @@
 """Request and response shapes of the audit API (also what the OpenAPI schema shows)."""
 from rest_framework import serializers
 
-from frontend.reruns import KINDS
+from frontend.reruns import ENDED, KINDS
 from ledger.review import MAX_TEXT_CHARS
 
-STATES = ("queued", "running", "finished", "failed")
+STATES = ("queued", "running", *ENDED)
 
 
 class OperatorRowSerializer(serializers.Serializer):

@@ -22,7 +22,8 @@ class Command(BaseCommand):
         actions.add_parser("register", help="validate and record a manifest").add_argument("manifest")
         run = actions.add_parser("run", help="build, check and time both variants on every dataset; record the verdict")
         run.add_argument("manifest")
-        again = actions.add_parser("rerun", help="re-run the gate on a registered app; retract or downgrade if it no longer holds")
+        again = actions.add_parser("rerun", help="re-run the gate on a registered app; retract or downgrade if it conclusively no "
+                                                   "longer holds (a noisy re-run is inconclusive and changes nothing)")
         again.add_argument("app")
         for sub in (run, again):
             sub.add_argument("--passes", type=int, default=AppProtocol.passes, help="interleaved timing passes (default 7)")
@@ -59,6 +60,8 @@ class Command(BaseCommand):
         self._report(outcome)
         if revision is not None:
             self.stdout.write(f"{revision.type}: {revision.data['reason']} (event #{revision.position})")
+        elif outcome.inconclusive:
+            self.stdout.write(f"inconclusive ({outcome.inconclusive}): nothing was revised; re-run it later")
         else:
             self.stdout.write("the standing result holds")
 
