@@ -13,10 +13,10 @@ it, sets up Django, migrates, initialises a ledger and then measures, in this or
    `rebuild_projections()`, then probe single and batched append throughput at that size.
 
 With --append-ratio (PostgreSQL) it measures only single appends against the server's raw
-one-row commit rate: fill to --ratio-at events (10,000), then take turns, in one process,
-between blocks of durable one-row INSERT commits, of the same INSERT behind an advisory lock in
-an explicit transaction, and of `append()` calls (benchmarks/ledger_bench_ratio.py); the run
-is added to --ratio-out (docs/benchmarks/ledger_append_pg.json):
+one-row commit rate: fill to --ratio-at events (10,000), then interleave, one by one in one
+process, durable one-row INSERT commits, the same INSERT behind an advisory lock in an explicit
+transaction, and `append()` calls (benchmarks/ledger_bench_ratio.py); the run is added to
+--ratio-out (docs/benchmarks/ledger_append_pg.json):
 
     .venv/bin/python benchmarks/ledger_bench.py --db postgres --append-ratio
 
@@ -108,8 +108,9 @@ def parse_args(argv=None):
     parser.add_argument("--append-ratio", action="store_true",
                         help="only single appends against the raw commit rate, alternating (PostgreSQL; see above)")
     parser.add_argument("--ratio-at", type=int, default=10_000, help="ledger size before the paired rounds")
-    parser.add_argument("--ratio-rounds", type=int, default=6, help="paired rounds (raw commits, then appends, or back)")
-    parser.add_argument("--ratio-appends", type=int, default=1000, help="appends (and raw commits) per round")
+    parser.add_argument("--ratio-rounds", type=int, default=10, help="rounds (stretches that give the spread)")
+    parser.add_argument("--ratio-appends", type=int, default=300,
+                        help="appends per round (and as many raw and locked commits, interleaved)")
     parser.add_argument("--ratio-out", type=Path, default=DEFAULT_RATIO_OUT, help="JSON file the run is added to")
     args = parser.parse_args(argv)
     if not args.table and not args.db:
@@ -251,12 +252,12 @@ def main(argv=None) -> int:
 
 
 def append_ratio(args, workload: Workload, run_id: str, run_facts: dict) -> int:
-    from ledger_bench_ratio import paired_rounds, write
+    from ledger_bench_ratio import interleaved_rounds, write
 
     fill(workload, args.ratio_at, args.batch_size, time.monotonic() + args.max_fill_minutes * 60)
-    result = paired_rounds(workload, url=args.pg_url, rounds=args.ratio_rounds, appends=args.ratio_appends,
-                           profile_dir=args.profile)
-    run = {**run_facts, "ledger_events_at_start": args.ratio_at, **result}
+    result = interleaved_rounds(workload, url=args.pg_url, rounds=args.ratio_rounds, per_round=args.ratio_appends,
+                                profile_dir=args.profile)
+    run = {**run_facts, **result}
     if not args.no_write:
         write(args.ratio_out, run_id, run)
         log(f"run added to {args.ratio_out}")

@@ -26,25 +26,27 @@ def open_probe(url: str) -> psycopg.Connection:
     return conn
 
 
+def raw_commit(conn: psycopg.Connection, value: int) -> None:
+    """One durable one-row INSERT transaction (autocommit)."""
+    conn.execute(f"INSERT INTO {PROBE_TABLE} VALUES (%s)", (value,))
+
+
+def locked_commit(conn: psycopg.Connection, value: int, lock_key: int) -> None:
+    """The same INSERT inside an explicit transaction that first takes a transaction-scoped
+    advisory lock, as every ledger append does, pipelined (BEGIN, lock, INSERT, COMMIT in one
+    round trip): the least a serialised append can cost from Python, before it does any work."""
+    with conn.pipeline():
+        conn.execute("BEGIN")
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key,))
+        conn.execute(f"INSERT INTO {PROBE_TABLE} VALUES (%s)", (value,))
+        conn.execute("COMMIT")
+
+
 def commit_rate(conn: psycopg.Connection, inserts: int) -> float:
     """Durable one-row INSERT transactions per second, one after the other."""
     started = time.perf_counter()
     for i in range(inserts):
-        conn.execute(f"INSERT INTO {PROBE_TABLE} VALUES (%s)", (i,))
-    return inserts / (time.perf_counter() - started)
-
-
-def locked_commit_rate(conn: psycopg.Connection, inserts: int, lock_key: int) -> float:
-    """The same INSERT inside an explicit transaction that first takes a transaction-scoped
-    advisory lock, as every ledger append does, pipelined (BEGIN, lock, INSERT, COMMIT in one
-    round trip): the least a serialised append can cost from Python, before it does any work."""
-    started = time.perf_counter()
-    for i in range(inserts):
-        with conn.pipeline():
-            conn.execute("BEGIN")
-            conn.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key,))
-            conn.execute(f"INSERT INTO {PROBE_TABLE} VALUES (%s)", (i,))
-            conn.execute("COMMIT")
+        raw_commit(conn, i)
     return inserts / (time.perf_counter() - started)
 
 
