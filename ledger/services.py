@@ -67,11 +67,11 @@ def append(new: NewEvent) -> RecordedEvent:
 def append_many(new_events: Sequence[NewEvent]) -> list[RecordedEvent]:
     """Append events atomically, in order: all are recorded or none is.
 
-    On PostgreSQL the append is pipelined: the lock, the chain head with the stream versions
-    and the events named by id travel in one round trip; the new events and the projection
-    rows they touch in a second; the projection writes in a third; then COMMIT. Every read
-    that decides something runs after the lock is granted, in the same transaction as the
-    writes (docs/ledger_benchmarks.md counts the statements)."""
+    On PostgreSQL the append is pipelined: after BEGIN (which psycopg sends alone), the lock,
+    the chain head with the stream versions and the events named by id travel in one round
+    trip; the new events and the projection rows they touch in a second; the projection writes
+    in a third; then COMMIT. Every read that decides something runs after the lock is granted,
+    in the same transaction as the writes (docs/ledger_benchmarks.md measures it)."""
     validated = [_validate(new) for new in new_events]
     session = Session()
     with transaction.atomic():
