@@ -67,7 +67,9 @@ def run_isolated(function: Callable, args: tuple, timeout: float) -> Isolated:
     survive a fork, the parent may hold threads, and the candidate must not reach the parent).
     SandboxUnavailable when there is no sandbox and no explicit opt-out."""
     call = pickle.dumps((function, args), protocol=5)
-    header = {"environment": sandbox.child_environment(), "cpu_seconds": timeout * (os.cpu_count() or 1) + 30}
+    # Harness functions take the backend's name first: only a CUDA child gets the GPU devices.
+    gpu = bool(args) and args[0] == "cuda"
+    header = {"environment": sandbox.child_environment(), "cpu_seconds": timeout * (os.cpu_count() or 1) + 30, "gpu": gpu}
     started = time.monotonic()
     connection = sandbox.server().submit(header, call)
     try:

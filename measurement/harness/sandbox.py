@@ -49,6 +49,7 @@ UNSAFE_ENV = "FORGESTENCIL_UNSAFE_NO_SANDBOX"
 MEMORY_ENV = "FORGESTENCIL_SANDBOX_MEMORY"
 BWRAP_ENV = "FORGESTENCIL_BWRAP"  # a bwrap binary carried to a machine that lacks the package
 CACHE_IN_VIEW = "/run/forgestencil-build-cache"  # where children see the build cache (read-only)
+CUPY_CACHE_IN_VIEW = "/run/forgestencil-cupy-cache"  # CuPy's kernel cache: CUDA children only
 START_TIMEOUT_S = 300
 FIX = ("install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap; ./dev and .ci/run do it when run as "
        "root), or, for development only, set FORGESTENCIL_UNSAFE_NO_SANDBOX=1 / pass --unsafe-no-sandbox "
@@ -103,7 +104,8 @@ def child_environment(source: dict[str, str] | None = None) -> dict[str, str]:
     kept = {k: v for k, v in source.items() if k in ENV_NAMES | passed or k.startswith(ENV_PREFIXES)}
     kept.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
     cache_path = str(buildcache.cache_dir()) if unsafe() else CACHE_IN_VIEW
-    return {**kept, "HOME": "/tmp", "TMPDIR": "/tmp", buildcache.CACHE_ENV: cache_path}
+    cupy = {"CUPY_CACHE_DIR": CUPY_CACHE_IN_VIEW} if gpu_devices() and not unsafe() else {}
+    return {**kept, "HOME": "/tmp", "TMPDIR": "/tmp", buildcache.CACHE_ENV: cache_path, **cupy}
 
 
 def var_dirs() -> list[str]:
@@ -132,17 +134,29 @@ def gpu_devices() -> list[str]:
     return sorted(glob.glob("/dev/nvidia*") + glob.glob("/dev/dri"))
 
 
+def cupy_cache_dir() -> Path:
+    """CuPy's kernel cache for CUDA children, beside the build cache and owned by the sandbox's
+    uid, which CuPy writes it as. Without it every CUDA child compiled CuPy's own kernels again
+    (7.6-10.9 s a check child on the H200, against 0.6 s). Only CUDA children see it: their host
+    code is the harness's (a candidate is device code); CPU children get an empty folder there."""
+    path = buildcache.cache_dir().parent / "cupy-kernel-cache"
+    path.mkdir(mode=0o700, exist_ok=True)
+    if separate_uid() and path.stat().st_uid != SANDBOX_UID:
+        os.chown(path, SANDBOX_UID, SANDBOX_UID)
+    return path
+
+
 def limits() -> dict:
     """rlimits of every child. Memory: FORGESTENCIL_SANDBOX_MEMORY (e.g. 8G), default half the
-    RAM; an address-space limit, except where NVIDIA devices are present, whose driver reserves
-    far more virtual memory than it uses: there the limit is on data (heap and private mappings)."""
+    RAM; an address-space limit, except for CUDA children (and programs on a machine with NVIDIA
+    devices), whose driver reserves far more virtual memory than it uses: there the limit is on
+    data (heap and private mappings)."""
     text = os.environ.get(MEMORY_ENV, "").strip().upper()
     if text:
         memory = int(float(text.rstrip("KMGT")) * 1024 ** ("KMGT".index(text[-1]) + 1 if text[-1] in "KMGT" else 0))
     else:
         memory = max(2 << 30, os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2)
-    return {"memory": memory, "memory_kind": "data" if gpu_devices() else "address-space",
-            "processes": max(256, 8 * (os.cpu_count() or 1)), "file_size": 1 << 30, "scratch": 1 << 30}
+    return {"memory": memory, "processes": max(256, 8 * (os.cpu_count() or 1)), "file_size": 1 << 30, "scratch": 1 << 30}
 
 
 def _folders(paths: list[str], roots: list[str], made: set[str]) -> list[str]:
@@ -177,6 +191,8 @@ def view_arguments(writable: list[str] = (), readable: list[str] = (), cache: bo
         args += ["--bind", path, path]
     if cache:
         args += ["--bind", str(buildcache.cache_dir()), CACHE_IN_VIEW]
+    if cache and gpu_devices():
+        args += ["--bind", str(cupy_cache_dir()), CUPY_CACHE_IN_VIEW]
     for device in gpu_devices():
         args += ["--dev-bind", device, device]
     args += ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try", "--new-session"]
@@ -200,8 +216,8 @@ def describe() -> dict:
         "processes": "own pid namespace per child, killed when the child ends",
         "files": "read-only; var dir, home, /tmp, /var/tmp, /run hidden; private /tmp; build cache read-only",
         "environment": "allow-list (threads, devices, compiler)",
-        "limits": {**limit, "cpu_seconds": "timeout x cores"},
-        "devices": gpu_devices(),
+        "limits": {**limit, "memory_is": "address space (CUDA children: data segment)", "cpu_seconds": "timeout x cores"},
+        "devices": f"{', '.join(gpu_devices())} for CUDA children only" if gpu_devices() else "none",
     }
 
 
@@ -218,7 +234,8 @@ class Server:
         environment = child_environment()
         cache_path = environment[buildcache.CACHE_ENV]
         options = {"control_fd": theirs.fileno(), "sandboxed": sandboxed, "separate_uid": separate_uid(), "uid": SANDBOX_UID,
-                   "cache": cache_path, "limits": limits(), "preload": list(PRELOAD),
+                   "cache": cache_path, "limits": limits(), "preload": list(PRELOAD), "devices": gpu_devices(),
+                   "cupy_cache": environment.get("CUPY_CACHE_DIR"),
                    "probe": {"hidden": var_dirs() + hidden_roots(), "cache": cache_path, "environment": environment}}
         command = [sys.executable, "-m", "measurement.harness.sandbox_server", json.dumps(options)]
         if sandboxed:
@@ -257,7 +274,8 @@ class Server:
         if report["interfaces"] != ["lo"]:
             problems.append(f"network interfaces {report['interfaces']}")
         for path, names in report["hidden"].items():  # only what the view binds back may be there
-            allowed = {Path(p).relative_to(path).parts[0] for p in exposed() + [options["cache"]] if _under(p, [path]) and p != path}
+            bound = exposed() + [options["cache"]] + ([options["cupy_cache"]] if options.get("cupy_cache") else [])
+            allowed = {Path(p).relative_to(path).parts[0] for p in bound if _under(p, [path]) and p != path}
             if set(names) - allowed:
                 problems.append(f"{path} shows {sorted(set(names) - allowed)[:5]}")
         if report["cache_writable"]:
@@ -322,7 +340,7 @@ def command(argv: list[str], timeout: float, cwd: str, writable: list[str] = (),
     if missing:
         raise SandboxUnavailable(f"{' and '.join(missing)} (util-linux) not found: confined programs need them")
     limit = limits()
-    memory = "--data" if limit["memory_kind"] == "data" else "--as"
+    memory = "--data" if gpu_devices() else "--as"
     cpu = int(timeout * (os.cpu_count() or 1)) + 60
     confined = [bwrap(), *view_arguments(writable=list(writable), readable=list(readable)), "--die-with-parent",
                 "--chdir", cwd, "--",

@@ -91,8 +91,8 @@ def _drop_privileges(options: dict) -> None:
     _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # cleared by the uid change above, so set after it
 
 
-def _set_limits(limits: dict, cpu_seconds: float) -> None:
-    memory = resource.RLIMIT_DATA if limits["memory_kind"] == "data" else resource.RLIMIT_AS
+def _set_limits(limits: dict, cpu_seconds: float, gpu: bool) -> None:
+    memory = resource.RLIMIT_DATA if gpu else resource.RLIMIT_AS  # the CUDA driver reserves address space
     settings = [(memory, limits["memory"]), (resource.RLIMIT_CPU, int(cpu_seconds) + 1),
                 (resource.RLIMIT_NPROC, limits["processes"]), (resource.RLIMIT_FSIZE, limits["file_size"]),
                 (resource.RLIMIT_CORE, 0)]
@@ -100,8 +100,10 @@ def _set_limits(limits: dict, cpu_seconds: float) -> None:
         resource.setrlimit(which, (value, value))
 
 
-def _confine(options: dict, environment: dict, cpu_seconds: float, keep: tuple[int, ...]) -> None:
-    """Turn this freshly forked process into a harness child (see the module docstring)."""
+def _confine(options: dict, environment: dict, cpu_seconds: float, keep: tuple[int, ...], gpu: bool) -> None:
+    """Turn this freshly forked process into a harness child (see the module docstring). Only a
+    CUDA child (`gpu`) keeps the NVIDIA devices and CuPy's kernel cache: a CPU child, which runs
+    candidate host code, gets /dev/null in their place and an empty folder."""
     if options["sandboxed"]:
         # own network, IPC and host-name namespaces too: two children of one server (a GPU gate
         # checks the candidate and the prior best at once) share no loopback, socket or SysV IPC
@@ -113,11 +115,21 @@ def _confine(options: dict, environment: dict, cpu_seconds: float, keep: tuple[i
                f"size={options['limits']['scratch']},mode=0700,uid={owner},gid={owner}")
         cache = options["cache"]
         _mount(cache, cache, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
+        if not gpu:
+            for device in options["devices"]:
+                if os.path.isdir(device):
+                    _mount("tmpfs", device, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=4k,mode=0755")
+                else:
+                    _mount("/dev/null", device, None, MS_BIND)
+            if options["cupy_cache"]:
+                _mount("tmpfs", options["cupy_cache"], "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=4k,mode=0755")
     else:
         os.setsid()
-    _set_limits(options["limits"], cpu_seconds)
+    _set_limits(options["limits"], cpu_seconds, gpu)
     if options["sandboxed"]:
         _drop_privileges(options)
+        for folder in _skeleton:
+            os.makedirs(os.path.join("/tmp", folder), exist_ok=True)
     null = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
         os.dup2(null, fd)
@@ -131,10 +143,16 @@ def _confine(options: dict, environment: dict, cpu_seconds: float, keep: tuple[i
     os.chdir(os.environ.get("TMPDIR", "/tmp"))
 
 
+# Folders the preloaded modules made in the server's /tmp, its HOME (CuPy 14 makes its kernel
+# cache folder at import and never again): made again, empty, in every child's own /tmp.
+_skeleton: list[str] = []
+
+
 class Confined:
     """A confined child seen from the intermediate: its pid (in our namespace) and its pipes."""
 
-    def __init__(self, options: dict, target, payload: bytes, environment: dict, cpu_seconds: float, broker: bool):
+    def __init__(self, options: dict, target, payload: bytes, environment: dict, cpu_seconds: float, broker: bool,
+                 gpu: bool = False):
         result_r, result_w = os.pipe()
         status_r, status_w = os.pipe()
         ours, theirs = socket.socketpair() if broker else (None, None)
@@ -144,7 +162,7 @@ class Confined:
             os.close(status_r)
             if ours is not None:
                 ours.close()
-            self._helper(options, target, payload, environment, cpu_seconds, result_w, status_w, theirs)
+            self._helper(options, target, payload, environment, cpu_seconds, result_w, status_w, theirs, gpu)
         os.close(result_w)
         os.close(status_w)
         if theirs is not None:
@@ -157,7 +175,7 @@ class Confined:
         self.pid = int(first) if first.isdigit() else 0
 
     @staticmethod
-    def _helper(options, target, payload, environment, cpu_seconds, result_w, status_w, broker_socket) -> None:
+    def _helper(options, target, payload, environment, cpu_seconds, result_w, status_w, broker_socket, gpu) -> None:
         try:
             _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
             if options["sandboxed"]:
@@ -167,7 +185,7 @@ class Confined:
                 code = 0
                 try:
                     keep = (result_w,) + ((broker_socket.fileno(),) if broker_socket is not None else ())
-                    _confine(options, environment, cpu_seconds, keep)
+                    _confine(options, environment, cpu_seconds, keep, gpu)
                     target(payload, result_w, broker_socket)
                 except BaseException:
                     code = 70  # confinement or the target failed before it could answer
@@ -276,7 +294,8 @@ def serve_request(options: dict, connection: socket.socket) -> None:
     header = json.loads(read_frame(fd, 1 << 16) or b"{}")
     call = read_frame(fd, REQUEST_LIMIT) or b""
     environment = header["environment"]
-    child = Confined(options, _run_call, call, environment, header["cpu_seconds"], broker=options["sandboxed"])
+    child = Confined(options, _run_call, call, environment, header["cpu_seconds"], broker=options["sandboxed"],
+                     gpu=header["gpu"])
     result = bytearray()
     broker = child.broker.fileno() if child.broker else None
     watched = {child.result, child.status, fd} | ({broker} if broker is not None else set())
@@ -324,9 +343,10 @@ def _self_test(payload: bytes, result_fd: int, broker_socket) -> None:
     probe = json.loads(payload)
     status = {line.split(":")[0]: line.split(":", 1)[1].strip() for line in open("/proc/self/status") if ":" in line}
     hidden = {}
+    made = {folder.split("/")[0] for folder in _skeleton}
     for path in probe["hidden"]:
         try:
-            hidden[path] = sorted(os.listdir(path))
+            hidden[path] = sorted(set(os.listdir(path)) - (made if path == "/tmp" else set()))
         except OSError:
             hidden[path] = []
     try:
@@ -350,6 +370,8 @@ def main() -> None:
     from measurement.harness import buildcache
 
     buildcache.warm()
+    if options["sandboxed"]:  # bwrap's /tmp: only what the imports above made
+        _skeleton.extend(os.path.relpath(root, "/tmp") for root, _, _ in os.walk("/tmp") if root != "/tmp")
     control = socket.socket(fileno=options["control_fd"])
     probe = Confined(options, _self_test, json.dumps(options["probe"]).encode(), options["probe"]["environment"], 10,
                      broker=False)

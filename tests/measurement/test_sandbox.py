@@ -51,24 +51,26 @@ def world():
     rule hides it: its key is 0644 on purpose), the service's secrets in the environment, the
     memory limit, and the build cache warm for CASE (so no check waits on a compiler)."""
     var = Path(tempfile.mkdtemp(prefix=".sandbox-test-var-", dir=REPO))
-    var.chmod(0o755)
-    for name, text in (("checkpoint-signing.key", f"KEY-{SECRET}"), ("ledger.sqlite3", f"SQLITE-{SECRET}")):
-        (var / name).write_text(text)
-        (var / name).chmod(0o644)
-    service_key = Path(settings.LEDGER_SIGNING_KEY_FILE)
-    signing_key()  # the service's own key exists (0600 in its 0700 var dir)
     patch = pytest.MonkeyPatch()
-    for name, value in {**SECRETS, "FORGESTENCIL_VAR_DIR": str(var), sandbox.MEMORY_ENV: str(MEMORY)}.items():
-        patch.setenv(name, value)
-    case = parse_case(CASE)
-    assert isolation.run_isolated(baseline_session, ("cpu", CASE, check_plan(case, "cpu", 1)), 300).ok
-    yield {"var": var, "service_key": service_key.read_text().strip(), "names": (f"fsd{NONCE}", f"fss{NONCE}")}
-    patch.undo()
-    shutil.rmtree(var)
-    for pid in alive(f"fsd{NONCE}", f"fss{NONCE}"):  # only if a test failed: never leave them running
-        os.kill(pid, 9)
-    for planted in planted_files(var):
-        planted.unlink()
+    try:
+        var.chmod(0o755)
+        for name, text in (("checkpoint-signing.key", f"KEY-{SECRET}"), ("ledger.sqlite3", f"SQLITE-{SECRET}")):
+            (var / name).write_text(text)
+            (var / name).chmod(0o644)
+        service_key = Path(settings.LEDGER_SIGNING_KEY_FILE)
+        signing_key()  # the service's own key exists (0600 in its 0700 var dir)
+        for name, value in {**SECRETS, "FORGESTENCIL_VAR_DIR": str(var), sandbox.MEMORY_ENV: str(MEMORY)}.items():
+            patch.setenv(name, value)
+        case = parse_case(CASE)
+        assert isolation.run_isolated(baseline_session, ("cpu", CASE, check_plan(case, "cpu", 1)), 300).ok
+        yield {"var": var, "service_key": service_key.read_text().strip(), "names": (f"fsd{NONCE}", f"fss{NONCE}")}
+    finally:
+        patch.undo()
+        for pid in alive(f"fsd{NONCE}", f"fss{NONCE}"):  # only if a test failed: never leave them running
+            os.kill(pid, 9)
+        for planted in planted_files(var):
+            planted.unlink()
+        shutil.rmtree(var)
 
 
 def planted_files(var: Path) -> list[Path]:

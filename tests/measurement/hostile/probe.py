@@ -19,3 +19,21 @@ def identity() -> dict:
     """Who and where the child is: its uid, capabilities, environment, working directory."""
     return {"uid": os.getuid(), "gid": os.getgid(), "groups": os.getgroups(), "cap_eff": status("CapEff"),
             "no_new_privs": status("NoNewPrivs"), "environment": dict(os.environ), "cwd": os.getcwd(), "pid": os.getpid()}
+
+
+def backend_environment(name: str) -> dict:
+    """The backend's environment() as a child sees it (on CUDA: its own process among the GPU's)."""
+    from measurement.backends import get_backend
+
+    return {"pid": os.getpid(), "environment": get_backend(name).environment()}
+
+
+def device_nodes(backend: str) -> dict:
+    """What a child of `backend` finds at the NVIDIA device nodes (device numbers) and whether
+    it can write CuPy's kernel cache: a CPU child must get /dev/null and an empty folder."""
+    import glob
+
+    nodes = {path: (os.major(os.stat(path).st_rdev), os.minor(os.stat(path).st_rdev)) for path in glob.glob("/dev/nvidia*")
+             if not os.path.isdir(path)}
+    cache = os.environ.get("CUPY_CACHE_DIR", "")
+    return {"backend": backend, "nodes": nodes, "cupy_cache_writable": bool(cache) and os.access(cache, os.W_OK)}
