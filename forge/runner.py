@@ -73,7 +73,7 @@ def _await_round(round_id: str, result, queue: str, campaign: str, actor: str) -
         claimed = claimed or row.status != "started" or leases.is_held(stream) is not None
         if not claimed and time.monotonic() > claim_by:
             unclaimed = f"no worker on queue {queue} took it within {settings.FORGE_ROUND_CLAIM_TIMEOUT_S:g} s"
-            if abandon_round(round_id, unclaimed, None, actor):  # a worker that takes it later finds it closed
+            if abandon_round(round_id, unclaimed, None, actor=actor):  # a worker that takes it later finds it closed
                 raise ForgeError(f"round {row.number} of {row.case}: {unclaimed}: start one "
                                  f"(`celery -A config worker -Q {queue}`); then {resume}")
             continue  # a worker took it just now

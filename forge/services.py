@@ -306,7 +306,7 @@ def _converge(state: CaseCampaign, reason: str, actor: str) -> None:
     append_many(events)
 
 
-def abandon_round(round_id: str, reason: str, worker: dict[str, Any] | None, actor: str = REAPER) -> bool:
+def abandon_round(round_id: str, reason: str, worker: dict[str, Any] | None, *, actor: str = REAPER) -> bool:
     """Close an open round whose worker is gone (the reaper's handler for lease kind "round").
     Appends at the version read: a round that ends meanwhile is read again and left as it ended."""
     for _ in range(5):
@@ -336,5 +336,5 @@ def abandon_stale_rounds(campaign: str, actor: str) -> int:
             raise ForgeError(f"round {row.number} of {row.case} is still running on {held.host} pid {held.pid} "
                              f"(heartbeat {held.heartbeat_at.isoformat()}): wait for it, or stop that worker first")
     closed = [r for r in rounds if abandon_round(  # False for those the reaper just closed
-        r.round, f"its worker stopped while the round was {r.status}; no live worker holds it", None, actor)]
+        r.round, f"its worker stopped while the round was {r.status}; no live worker holds it", None, actor=actor)]
     return len(reaped) + len(closed)

@@ -2,7 +2,7 @@
 
 A re-run is a stream of events (RerunRequested → RerunStarted → RerunProgress… →
 RerunFinished) projected into `RerunRow`, which a page polls. The work itself is the gate's
-own re-run (measurement.services.rerun_gate, appgate.services.rerun): it records the new
+own re-run (measurement.reruns.rerun_gate, appgate.services.rerun): it records the new
 verdict and, when the result no longer holds, the ResultDowngraded / ResultRetracted event.
 
 A re-run whose measurement is noisy, or whose speedup CI spans the public bound, is
@@ -97,7 +97,7 @@ def _target(kind: str, target: str, backend: str) -> tuple[str, str, str]:
     return row["result"], row["architecture"], row["status"] or "never gated"
 
 
-def request_rerun(kind: str, target: str, actor: str, backend: str = "cpu", protocol: dict[str, int] | None = None) -> str:
+def request_rerun(kind: str, target: str, actor: str, backend: str = "cpu", *, protocol: dict[str, int] | None = None) -> str:
     """Record the request and dispatch the task once it is committed; returns the re-run id.
     `protocol`: ProtocolSettings fields (passes, launches, warmup, max_attempts) that replace
     the backend's defaults for this re-run; operator re-runs only."""

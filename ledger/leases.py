@@ -155,7 +155,7 @@ _heartbeat = _Heartbeat()
 os.register_at_fork(after_in_child=_heartbeat.reset)
 
 
-def take(kind: str, subject: str, key: str, scratch: bool = False) -> Lease:
+def take(kind: str, subject: str, key: str, *, scratch: bool = False) -> Lease:
     """Record that this process now runs `key`. Call it inside the transaction that appends the
     claiming event, so that no claimed work is ever without a lease. LeaseHeld if it is taken.
     `scratch`: the work gets a folder of its own (`lease.scratch`), removed with the lease."""
@@ -241,7 +241,9 @@ def reap(keys: list[str] | None = None, log: Callable[[str], None] | None = None
         try:
             with transaction.atomic():  # the abandoned event and the lease's end are seen together
                 closed = import_string(handler)(lease.subject, reason, worker(lease))
-                ended, _ = Lease.objects.filter(key=lease.key, pid=lease.pid, heartbeat_at=lease.heartbeat_at).delete()
+                # unless it beat meanwhile (never equality: SQLite keeps Now() to the millisecond)
+                ended, _ = (Lease.objects.filter(key=lease.key, pid=lease.pid)
+                            .exclude(heartbeat_at__gt=lease.heartbeat_at).delete())
                 if not ended:
                     raise _StillAlive(lease.key)
         except _StillAlive:  # it refreshed its heartbeat meanwhile: it runs, nothing was written

@@ -382,7 +382,7 @@ def gate_candidate(case_id: str, backend: str, kernel: Kernel, actor: str, hypot
 Decide = Callable[[MeasurementReport, list[str], tuple[float, float] | None], tuple[str, str]]
 
 
-def record_verdict(report: MeasurementReport, key: str, actor: str, hypothesis: str, revises: str | None = None,
+def record_verdict(report: MeasurementReport, key: str, actor: str, hypothesis: str, *, revises: str | None = None,
                    decide: Decide | None = None) -> GateOutcome:
     """Judge the candidate and record the evidence and the verdict in one transaction. A gate run
     admits or rejects; a re-run (`revises`: the verdict it re-checks) lets `decide` name its

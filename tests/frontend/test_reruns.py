@@ -257,17 +257,15 @@ def test_a_worker_killed_mid_rerun_leaves_it_abandoned_and_the_next_one_takes_ne
     assert page["state"] == "abandoned" and run_rerun(rerun_id)["state"] == "abandoned"  # a redelivery changes nothing
 
 
-def sleepy_app(folder: Path) -> tuple[str, Path]:
-    """An application whose baseline builds at once and whose candidate's build sleeps for minutes."""
+def write_app(folder: Path, name: str, program: str, build: str = "cc {switch} -o {out} src/main.c") -> Path:
+    """A manifest for `program` (src/main.c in `folder`), timed by the wall clock, one dataset."""
     (folder / "src").mkdir()
-    (folder / "src" / "main.c").write_text("int main(void) { return 0; }\n")
-    digest = hashlib.sha256((folder / "src" / "main.c").read_bytes()).hexdigest()
-    build = """sh -c 'if [ "$1" = -DFORGED ]; then sleep 300; fi; cc -o "$2" src/main.c' sh {switch} {out}"""
+    (folder / "src" / "main.c").write_text(program)
     manifest = {
-        "name": "sleepy", "domain": "testing", "architecture": "cpu",
-        "real_program": {"description": "a program whose build takes minutes", "language": "c", "entry": "src/main.c"},
+        "name": name, "domain": "testing", "architecture": "cpu",
+        "real_program": {"description": f"the {name} test program", "language": "c", "entry": "src/main.c"},
         "provenance": {"upstream": "bundled", "version": "1.0", "licence": "MIT", "authors": "tests"},
-        "source": {"path": ".", "baseline_files": {"src/main.c": digest}},
+        "source": {"path": ".", "baseline_files": {"src/main.c": hashlib.sha256(program.encode()).hexdigest()}},
         "build": {"command": build, "timeout_s": 600},
         "switch": {"kind": "build_flag", "baseline": "-DBASELINE", "candidate": "-DFORGED"},
         "run": {"command": "{out} {args}"}, "datasets": [{"name": "one", "args": "1"}],
@@ -276,7 +274,45 @@ def sleepy_app(folder: Path) -> tuple[str, Path]:
     }
     path = folder / "manifest.yaml"
     path.write_text(yaml.safe_dump(manifest))
-    return "sleepy", path
+    return path
+
+
+# Sleeps 4 ms (the candidate: 2 ms) times the number of runs so far in its working folder: twice
+# as fast, and every pass slower than the one before, so every timing of it is noisy.
+SLOWING = r"""
+#include <stdio.h>
+#include <unistd.h>
+int main(void) {
+    int runs = 0;
+    FILE* f = fopen("runs", "r");
+    if (f) { if (fscanf(f, "%d", &runs) != 1) runs = 0; fclose(f); }
+    f = fopen("runs", "w"); fprintf(f, "%d", runs + 1); fclose(f);
+#ifdef FORGED
+    usleep(2000 * (runs + 1));
+#else
+    usleep(4000 * (runs + 1));
+#endif
+    printf("PASSED\n");
+    return 0;
+}
+"""
+
+
+@pytest.mark.one_database  # the application gate on real runs, twice
+def test_a_noisy_application_rerun_is_inconclusive_and_changes_nothing(ledger, tmp_path):
+    from appgate.models import AppRow
+    from appgate.services import AppProtocol, run_gate
+
+    admitted = run_gate(write_app(tmp_path, "slowing", SLOWING), "user:test", AppProtocol(passes=3, warmup=0, max_attempts=1))
+    assert admitted.verdict == "admitted" and all(p["noisy"] for p in admitted.measured), admitted.detail
+    status = run_rerun(request_rerun("app", "slowing", "user:alice"))  # in the test's transaction: run here
+    outcome = status["outcome"]
+    assert status["state"] == "finished" and outcome["verdict"] == "inconclusive" and outcome["revision"] is None, status
+    assert re.fullmatch(r"noisy: spread \d+\.\d% on one, CI \d+\.\d{3}–\d+\.\d{3}", outcome["inconclusive"])
+    row = AppRow.objects.get(name="slowing")
+    assert (row.status, row.headline, row.revisions) == ("admitted", admitted.headline, 0)
+    assert row.verdict_event == str(admitted.verdict_event.event_id)
+    assert not Event.objects.filter(type__in=["ResultRetracted", "ResultDowngraded"]).exists()
 
 
 def test_a_rerun_whose_process_died_ends_abandoned_when_the_server_starts_again(transactional_ledger, tmp_path, monkeypatch,
@@ -288,7 +324,9 @@ def test_a_rerun_whose_process_died_ends_abandoned_when_the_server_starts_again(
 
     from appgate.services import register
 
-    name, path = sleepy_app(tmp_path)
+    # The baseline builds at once; the candidate's build sleeps for minutes.
+    name, path = "sleepy", write_app(tmp_path, "sleepy", "int main(void) { return 0; }\n",
+                                     """sh -c 'if [ "$1" = -DFORGED ]; then sleep 300; fi; cc -o "$2" src/main.c' sh {switch} {out}""")
     register(path, "user:test")
     append_many([NewEvent(stream=f"app/{name}", type="AppGateVerdict", actor="user:test", payload={
         "result": f"app/cpu/{name}", "app": name, "run": "earlier", "verdict": "admitted", "reasons": [],
