@@ -20,6 +20,11 @@ if [ ! -f "$FORGESTENCIL_SITE/.installed" ]; then
 fi
 export PYTHONPATH="$FORGESTENCIL_SITE${PYTHONPATH:+:$PYTHONPATH}"
 export PYTHONUNBUFFERED=1
+# The image has no bubblewrap: the copy scripts/device_wheels.sh made here (carried as
+# device_carry/bwrap) confines candidate code there as it does here (docs/security.md).
+if [ -z "${FORGESTENCIL_BWRAP:-}" ] && [ -x device_carry/bwrap/bwrap-run ] && ! command -v bwrap >/dev/null 2>&1; then
+    export FORGESTENCIL_BWRAP="$PWD/device_carry/bwrap/bwrap-run"
+fi
 # Django's embedded SQLite ledger and signing key go to a scratch folder, never the checkout.
 export FORGESTENCIL_VAR_DIR=${FORGESTENCIL_VAR_DIR:-$(mktemp -d /tmp/forgestencil-var-XXXXXX)}
 # The image's pytest plugins stay out (pytest-django is loaded by name where pytest runs).

@@ -3,7 +3,11 @@
 # for its Python 3.12 on manylinux x86_64. The device tool carries that folder (`carry`), and
 # scripts/device_env.sh installs it there without any index (the device reaches no registry).
 #
-#   bash scripts/device_wheels.sh            # then: run(command="bash scripts/gpu_tests.sh", carry=["device_wheels"])
+#   bash scripts/device_wheels.sh            # then: run(command="bash scripts/gpu_tests.sh", carry=["device_wheels", "device_carry/bwrap"])
+#
+# It also copies this machine's bubblewrap (Debian's, with the three libraries it links) into
+# device_carry/bwrap/ (git-ignored): the device image has no bwrap, and without a sandbox the gate
+# refuses to run candidate code; scripts/device_env.sh points FORGESTENCIL_BWRAP at it.
 #
 # What goes in: requirements.txt minus cupy-cuda12x (the device image has cupy-cuda13x, import
 # name cupy) and playwright (browser tests never run there) plus pystencils 2.0's own needs (appdirs, fasteners, ...), with dependencies
@@ -15,7 +19,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=device_wheels
-LIMIT_MB=${LIMIT_MB:-48}
+LIMIT_MB=${LIMIT_MB:-60}
 PY=${PYTHON:-.venv/bin/python}
 
 # Distributions in the device image ('cuda' image, package list of 2026-11-17). Names normalised (PEP 503).
@@ -55,6 +59,23 @@ rm -f "$OUT"/*.whl
     --platform manylinux2014_x86_64 --platform manylinux1_x86_64 --platform any \
     -r "$requirements" -d "$OUT" 2> >(grep -v "is ignored: it is neither a file nor a directory" >&2)
 
+# bubblewrap for the device (docs/security.md): the binary, its libraries, a wrapper that finds them.
+BWRAP_OUT=device_carry/bwrap
+if ! command -v bwrap >/dev/null 2>&1; then
+    echo "bwrap not found here: install bubblewrap (apt-get install bubblewrap) so it can be carried" >&2
+    exit 1
+fi
+rm -rf "$BWRAP_OUT" && mkdir -p "$BWRAP_OUT/lib"
+cp "$(command -v bwrap)" "$BWRAP_OUT/bwrap"
+ldd "$(command -v bwrap)" | awk '/=> \// && $1 !~ /^(libc\.so|ld-linux)/ {print $3}' | xargs -I{} cp -L {} "$BWRAP_OUT/lib/"
+cat >"$BWRAP_OUT/bwrap-run" <<'SH'
+#!/bin/sh
+# Debian's bubblewrap and its libraries, carried to a machine without the package.
+here=$(dirname "$(readlink -f "$0")")
+LD_LIBRARY_PATH="$here/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" exec "$here/bwrap" "$@"
+SH
+chmod +x "$BWRAP_OUT/bwrap-run"
+
 normalise() { echo "$1" | tr 'A-Z_.' 'a-z--'; }
 removed=()
 for wheel in "$OUT"/*.whl; do
@@ -65,7 +86,7 @@ for wheel in "$OUT"/*.whl; do
 done
 echo "skipped (already on the device): ${removed[*]:-none}"
 ls -1 "$OUT"
-wheels_kb=$(du -sk "$OUT" | cut -f1)
+wheels_kb=$(du -sk "$OUT" "$BWRAP_OUT" | awk '{s+=$1} END {print s}')
 tree_kb=$(git ls-files -z --cached --others --exclude-standard | xargs -0 du -ck 2>/dev/null | tail -1 | cut -f1)
 total_mb=$(( (wheels_kb + tree_kb) / 1024 ))
 echo "device_wheels: $((wheels_kb / 1024)) MiB; working tree: $((tree_kb / 1024)) MiB; together ${total_mb} MiB (limit 64 MiB, this script's $LIMIT_MB)"

@@ -3,7 +3,7 @@
 # and torch, with this project's other packages from device_wheels/.
 #
 #   here:    bash scripts/device_wheels.sh
-#   device:  run(command="bash scripts/gpu_tests.sh", carry=["device_wheels"])
+#   device:  run(command="bash scripts/gpu_tests.sh", carry=["device_wheels", "device_carry/bwrap"])
 #
 # Extra arguments go to pytest (e.g. -k adversarial, -x). Exit status is pytest's.
 set -uo pipefail
