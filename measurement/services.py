@@ -5,14 +5,12 @@ runs in a child (measurement.harness.isolation), and the parent holds the oracle
 """
 from __future__ import annotations
 
-import hashlib
 import json
-import math
 import os
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,11 +30,12 @@ from measurement.harness.judge import (
     judge_checks,
     summarise_timing,
 )
-from measurement.harness.plan import DEFAULT_PROTOCOL, ProtocolSettings, check_plan, harness_version, timing_spec
+from measurement.harness.plan import DEFAULT_PROTOCOL, ProtocolSettings, check_plan, timing_spec
 from measurement.harness.protocol import CheckSpec, check_variant, time_variants
 from measurement.harness.session_info import baseline_session
 
 from . import selectors
+from .reports import MeasurementReport, VariantReport, finite, source_hash  # finite: for appgate.protocol_ablation
 
 MATRIX_DIR = Path(settings.BASE_DIR) / "fixtures" / "matrices"
 CASE_NAMESPACE = uuid.UUID("0f4d3c3e-7f0a-4a53-8d59-8c4f0e3a3b21")
@@ -48,15 +47,6 @@ class MeasurementError(Exception):
 
 def result_key(backend: str, case_id: str) -> str:
     return f"operator/{backend}/{case_id}"
-
-
-def source_hash(source: str) -> str:
-    return hashlib.sha256(source.encode()).hexdigest()
-
-
-def finite(value: float | None) -> float | None:
-    """JSON (and so the ledger) has no inf/NaN: a non-finite number is recorded as null."""
-    return value if value is not None and math.isfinite(value) else None
 
 
 # ---- matrices --------------------------------------------------------------------------
@@ -105,92 +95,6 @@ def load_matrix(name: str, actor: str) -> int:
 
 
 # ---- measuring -------------------------------------------------------------------------
-
-
-@dataclass
-class VariantReport:
-    variant: Variant
-    precision: str
-    correctness: Correctness
-    timing: VariantTiming | None = None
-
-    @property
-    def usable(self) -> bool:
-        return (
-            self.correctness.correct
-            and self.timing is not None
-            and not self.timing.impossible
-            and self.timing.timed_output_ok
-        )
-
-    def evidence(self) -> dict[str, Any]:
-        kernel = self.variant.kernel
-        correctness = self.correctness.as_dict()
-        for check in correctness["checks"]:
-            check["error"] = finite(check["error"])
-        timing = None
-        if self.timing is not None:
-            timing = self.timing.as_dict()
-            timing["timed_output_error"] = finite(timing["timed_output_error"])
-        return {
-            "name": self.variant.name,
-            "role": self.variant.role,
-            "precision": self.precision,
-            "source_hash": source_hash(kernel.source) if kernel else None,
-            "source": kernel.source if kernel else None,
-            "launch": kernel.launch if kernel else {},
-            "correctness": correctness,
-            "timing": timing,
-        }
-
-
-@dataclass
-class MeasurementReport:
-    case: Case
-    backend: str
-    description: dict[str, Any]
-    variants: dict[str, VariantReport]
-    protocol: ProtocolSettings
-    seeds: dict[str, int]
-    copy_bandwidth: float | None = None
-    launch_overhead: float | None = None
-    environment: dict[str, Any] = field(default_factory=dict)
-    samples: dict[str, list[list[float]]] = field(default_factory=dict)
-    attempts: list[dict[str, Any]] = field(default_factory=list)
-    noisy: bool = False
-
-    @property
-    def bound(self) -> VariantReport | None:
-        usable = [r for r in self.variants.values() if r.variant.role == "baseline" and r.usable]
-        return min(usable, key=lambda r: r.timing.median) if usable else None
-
-    def evidence(self) -> dict[str, Any]:
-        bound = self.bound
-        variants = []
-        for report in self.variants.values():
-            item = report.evidence()
-            if item["timing"] is not None:
-                item["timing"]["samples"] = self.samples.get(report.variant.name, [])
-            variants.append(item)
-        return {
-            "case": self.case.id,
-            "backend": self.backend,
-            "description": self.description,
-            "environment": self.environment,
-            "harness_version": harness_version(),
-            "protocol": self.protocol.__dict__,
-            "seeds": self.seeds,
-            "copy_bandwidth": self.copy_bandwidth,
-            "launch_overhead": self.launch_overhead,
-            "variants": variants,
-            "bound": self._summary(bound) if bound else None,
-            "attempts": self.attempts,
-            "noisy": self.noisy,
-        }
-
-    @staticmethod
-    def _summary(bound: VariantReport) -> dict[str, Any]:
-        return {"name": bound.variant.name, "precision": bound.precision, "median": bound.timing.median}
 
 
 def _check(case: Case, backend: str, variant: Variant, specs: list[CheckSpec], timeout: float) -> tuple[Correctness, list]:
