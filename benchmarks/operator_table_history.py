@@ -1,0 +1,132 @@
+"""The sections of benchmarks/operator_table.py on how the results came about and whether they
+held: each case's forging rounds, the refuted directions (from the perf log) and the
+whole-matrix re-run.
+"""
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+
+from forge_campaign import CampaignView
+from operator_table_export import Export
+from operator_table_rows import cell, ratio_ci, round_label, round_number
+
+from measurement.harness.judge import REGRESSION_BAND
+
+
+def outcome(r: dict, view: CampaignView) -> str:
+    if r.get("abandoned"):
+        return "abandoned"
+    end = r.get("end")
+    if end is None:
+        return "open"
+    why = ", ".join(r.get("reasons") or []) or r.get("state", "")
+    if end == "RoundCommitted" and r.get("line") == "main":
+        return "admitted"
+    if end == "RoundCommitted":
+        fate = view.branch_ends.get(r["line"])
+        return f"head of {r['line']} ({why}; branch {fate['type'].removeprefix('Branch').lower() if fate else 'still open'})"
+    return f"reverted ({why})"
+
+
+def rounds_section(export: Export) -> list[str]:
+    view = export.view
+    cases = [c for c in export.cases if any(r.get("backend") == export.backend for r in view.per_case.get(c, []))]
+    lines = ["## Rounds", ""]
+    if not cases:
+        return lines + ["No forging round in the export.", ""]
+    lines += ["Each round: number (`B` = started on a branch), subject, speedup over the bound as the gate measured it, "
+              "outcome. Branch resolutions (the head measured against the main line) follow the rounds.", ""]
+    several = len(view.started) > 1
+    if several:
+        lines[-2] += " Round numbers restart in each campaign, whose id opens its rounds."
+    for case in cases:
+        cells = []
+        campaign = None
+        for r in view.per_case[case]:
+            speed = f"{r['speedup']:.2f}x" if r.get("speedup") is not None else "–"
+            opening = f"campaign `{(r.get('campaign') or '?')[:8]}`, " if several and r.get("campaign") != campaign else ""
+            campaign = r.get("campaign")
+            cells.append(f"{opening}{round_number(r)}: {r.get('subject', '?').split(':')[0]} "
+                         f"{speed} {outcome(r, view)}")
+        ends = [b for b in view.branch_ends.values() if b["case"] == case and b.get("round") is None]
+        cells += [f"{b['branch']} {b['type'].removeprefix('Branch').lower()}: {b['reason']}" for b in ends]
+        converged = view.converged.get(case)
+        state = f"converged: {converged['reason']}" if converged else "not converged"
+        lines.append(f"- **{case}** ({state}): " + "; ".join(cell(c) for c in cells))
+    return lines + [""]
+
+
+def refuted_section(export: Export) -> list[str]:
+    """Rounds whose direction lost: reverted, or kept as the head of a branch that was then dropped;
+    heads of branches still open are listed apart (not refuted yet, not admitted either)."""
+    view = export.view
+    refuted, pending = [], []
+    tally: dict[str, Counter] = defaultdict(Counter)
+    for case in export.cases:
+        for r in view.per_case.get(case, []):
+            if r.get("backend") != export.backend or r.get("end") is None:
+                continue
+            lever = r.get("subject", "?").split(":")[0]
+            fate = view.branch_ends.get(r.get("line", "")) if r["end"] == "RoundCommitted" and r.get("line") != "main" else None
+            if r["end"] == "RoundCommitted" and r.get("line") == "main":
+                tally[lever]["admitted"] += 1
+                continue
+            perf = r.get("perf") or {}
+            verdict = export.by_id.get(r.get("verdict_event") or "", {}).get("payload", {})
+            measured = verdict.get("detail") or perf.get("measurement", "")
+            fraction = perf.get("fraction_of_copy")
+            why = ", ".join(r.get("reasons") or []) or r.get("state", "?")
+            tags = ", ".join(r.get("lever_tags") or [])
+            text = (f"{case} {round_label(export, r)}: tried `{r.get('subject', '?')}`" + (f" ({tags})" if tags else "")
+                    + f"; measured {measured}" + (f", {fraction:.0%} of copy" if fraction is not None else "") + f"; rejected: {why}")
+            if r["end"] == "RoundReverted":
+                refuted.append(text + " (reverted)")
+                tally[lever]["refuted"] += 1
+            elif fate is not None and fate["type"] == "BranchDropped":
+                refuted.append(text + f" (kept as the head of {r['line']}, which was dropped: {fate['reason']})")
+                tally[lever]["refuted"] += 1
+            elif fate is None:
+                pending.append(text + f" (head of {r['line']}, still open)")
+                tally[lever]["pending"] += 1
+            else:
+                tally[lever]["stepping stone"] += 1  # a head of a branch merged later
+    lines = ["## Refuted directions (from the perf log)", ""]
+    lines += [f"- {cell(t)}" for t in refuted] or ["- None: no round was reverted and no branch was dropped."]
+    if pending:
+        lines += ["", "Not admitted and not refuted yet (heads of branches the export leaves open):", ""]
+        lines += [f"- {cell(t)}" for t in pending]
+    if tally:
+        lines += ["", "By lever (rounds): " + "; ".join(
+            f"{lever}: " + ", ".join(f"{n} {k}" for k, n in sorted(c.items())) for lever, c in sorted(tally.items())) + "."]
+    return lines + [""]
+
+
+def rerun_section(export: Export) -> list[str]:
+    rows = []
+    for case in export.cases:
+        result = export.results.get(case)
+        for rerun in (result.reruns if result else []):
+            q = rerun["payload"]
+            admitted = result.payload
+            ratio = q["speedup"] / admitted["speedup"] if q.get("speedup") and admitted.get("speedup") else None
+            agree = "–" if ratio is None else ("yes" if abs(ratio - 1) <= REGRESSION_BAND else "no")
+            appended = [e for e in export.events if e["type"] in ("ResultDowngraded", "ResultRetracted")
+                        and e["payload"].get("rerun") == rerun["event_id"]]
+            revisions = "; ".join(f"{e['type']}: {e['payload']['reason']}" for e in appended) or "none"
+            rows.append(f"| {case} | {ratio_ci(admitted.get('speedup'), admitted.get('speedup_ci'))} | "
+                        f"{ratio_ci(q.get('speedup'), q.get('speedup_ci'))} | {f'{ratio:.3f}' if ratio else '–'} | {agree} | "
+                        f"{q['verdict']} | {cell(revisions)} |")
+    if not rows:
+        return []
+    agreeing = sum(1 for r in rows if "| yes |" in r)
+    return [
+        "## Whole-matrix re-run",
+        "",
+        f"Re-run verdicts (GateVerdict with `revises`) of the admitted kernels: {len(rows)}; {agreeing} agree with the admitted "
+        f"speedup within the {REGRESSION_BAND:.0%} regression band (|re-run / admitted − 1| ≤ {REGRESSION_BAND:.0%}).",
+        "",
+        "| case | admitted [95% CI] | re-run [95% CI] | re-run / admitted | within the band | re-run verdict | revisions appended |",
+        "|---|---|---|---|---|---|---|",
+        *rows,
+        "",
+    ]
