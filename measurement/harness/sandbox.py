@@ -236,6 +236,7 @@ class Server:
         options = {"control_fd": theirs.fileno(), "sandboxed": sandboxed, "separate_uid": separate_uid(), "uid": SANDBOX_UID,
                    "cache": cache_path, "limits": limits(), "preload": list(PRELOAD), "devices": gpu_devices(),
                    "cupy_cache": environment.get("CUPY_CACHE_DIR"),
+                   "exposed_in_tmp": [p for p in exposed() if _under(p, ["/tmp"])],
                    "probe": {"hidden": var_dirs() + hidden_roots(), "cache": cache_path, "environment": environment}}
         command = [sys.executable, "-m", "measurement.harness.sandbox_server", json.dumps(options)]
         if sandboxed:

@@ -111,8 +111,17 @@ def _confine(options: dict, environment: dict, cpu_seconds: float, keep: tuple[i
         _mount(None, "/", None, MS_REC | MS_PRIVATE)
         _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
         owner = options["uid"] if options["separate_uid"] else os.getuid()
+        # The interpreter, venv or repository may lie under /tmp (a checkout in a temporary
+        # folder): held open across the private /tmp and bound back read-only, or lazy imports
+        # (scipy.ndimage's filters, sympy's submodules) would find nothing in the child.
+        held = [(os.open(path, os.O_PATH | os.O_DIRECTORY), path) for path in options["exposed_in_tmp"]]
         _mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV,
                f"size={options['limits']['scratch']},mode=0700,uid={owner},gid={owner}")
+        for fd, path in held:
+            os.makedirs(path, exist_ok=True)
+            _mount(f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC)
+            _mount(None, path, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
+            os.close(fd)
         cache = options["cache"]
         _mount(cache, cache, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
         if not gpu:
