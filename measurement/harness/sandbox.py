@@ -125,9 +125,13 @@ def _under(path: str, roots: list[str]) -> bool:
 
 
 def exposed() -> list[str]:
-    """What the harness needs back inside a hidden root: the interpreter, the environment, the repo."""
-    wanted = {os.path.realpath(p) for p in (sys.base_prefix, sys.prefix, str(REPO))}
-    return sorted(p for p in wanted if os.path.isdir(p) and _under(p, hidden_roots()))
+    """What the harness needs back inside a hidden root: the interpreter, the environment, the
+    repo, and every import path (the GPU machine's project packages are installed under /tmp:
+    without them pystencils was not found in the children and dropped from the baselines
+    unnoticed). Never a hidden root itself: that would show all of it."""
+    roots = hidden_roots()
+    wanted = {os.path.realpath(p) for p in (sys.base_prefix, sys.prefix, str(REPO), *sys.path) if p}
+    return sorted(p for p in wanted if os.path.isdir(p) and _under(p, roots) and p not in roots)
 
 
 def gpu_devices() -> list[str]:

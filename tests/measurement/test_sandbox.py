@@ -170,6 +170,24 @@ def test_a_harness_child_is_another_uid_without_capabilities_or_the_services_env
     assert not leaked(json.dumps(child["environment"]), world)
 
 
+def test_a_package_on_an_import_path_under_tmp_is_found_by_the_children(world, monkeypatch):
+    """On the GPU machine the project's packages live in /tmp/forgestencil-site (scripts/
+    device_env.sh), and /tmp is the child's private scratch: pystencils was then missing in every
+    child and silently left out of the baselines. Import paths are bound back read-only."""
+    folder = Path(tempfile.mkdtemp(prefix="forgestencil-site-", dir="/tmp"))
+    try:
+        folder.chmod(0o755)
+        (folder / f"site_probe_{NONCE}.py").write_text(f"VALUE = 'found-{NONCE}'\n")
+        (folder / f"site_probe_{NONCE}.py").chmod(0o644)
+        monkeypatch.syspath_prepend(str(folder))
+        outcome = isolation.run_isolated(probe.imported, (f"site_probe_{NONCE}",), 60)
+        assert outcome.ok, outcome.error
+        assert outcome.value == f"found-{NONCE}"
+        assert str(folder) not in sandbox.hidden_roots() and "/tmp" not in sandbox.exposed()
+    finally:
+        shutil.rmtree(folder)
+
+
 def _measure_in_a_daemon(queue) -> None:
     outcome = isolation.run_isolated(probe.identity, (), 120)
     queue.put((outcome.ok, outcome.error, outcome.value["uid"] if outcome.ok else None))

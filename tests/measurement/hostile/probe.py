@@ -37,3 +37,11 @@ def device_nodes(backend: str) -> dict:
              if not os.path.isdir(path)}
     cache = os.environ.get("CUPY_CACHE_DIR", "")
     return {"backend": backend, "nodes": nodes, "cupy_cache_writable": bool(cache) and os.access(cache, os.W_OK)}
+
+
+def imported(module: str) -> str:
+    """Import `module` in the child (a package on an import path of the service's) and return
+    its VALUE: what a baseline needs of the service's import paths, the child must find."""
+    import importlib
+
+    return importlib.import_module(module).VALUE
