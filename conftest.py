@@ -1,9 +1,6 @@
-"""Root test configuration: each test session gets its own scratch var/ directory (signing key,
-SQLite test database), so tests never touch the developer's ledger."""
+"""Root test configuration: the GPU skip and the database pass of `./dev test`. (The scratch
+var/ directory of a test session is set by tests/scratch_var.py, loaded before the settings.)"""
 import os
-import tempfile
-
-os.environ.setdefault("FORGESTENCIL_VAR_DIR", tempfile.mkdtemp(prefix="forgestencil-test-"))
 
 
 def _gpu_available() -> bool:

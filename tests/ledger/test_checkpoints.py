@@ -59,3 +59,14 @@ def test_a_malformed_signing_key_is_a_clear_error(ledger):
     with override_settings(LEDGER_SIGNING_KEY="not base64!"):
         with pytest.raises(LedgerError, match="LEDGER_SIGNING_KEY must be a base64-encoded 32-byte Ed25519 seed"):
             sign_checkpoint("user:test")
+
+
+def test_the_test_session_never_uses_the_developers_var_dir():
+    """Keys, witness files and SQLite test databases of a test run go to a scratch folder, not to
+    the repository's var/ where `./dev run` keeps the developer's ledger and signing key."""
+    from pathlib import Path
+
+    from django.conf import settings
+
+    assert Path(settings.VAR_DIR).resolve() != (Path(settings.BASE_DIR) / "var").resolve()
+    assert Path(settings.LEDGER_SIGNING_KEY_FILE).parent == Path(settings.VAR_DIR)
