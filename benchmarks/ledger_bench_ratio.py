@@ -7,7 +7,7 @@ the same INSERT inside a transaction that first takes an advisory lock, BEGIN to
 round trip (the floor under any serialised append); and an `append()` (one transaction,
 projections inline). Each operation is timed on its own and the times are summed per kind, so
 the three rates come from the same seconds of the machine: the shared machine's load, which
-moves the raw rate between a few hundred and 4,500 commits/s from one second to the next, falls
+moves the raw rate between a few hundred and a few thousand commits/s from one second to the next, falls
 on all three alike. The rounds (consecutive stretches of operations) give the spread.
 """
 from __future__ import annotations
@@ -21,7 +21,7 @@ from pathlib import Path
 from ledger_bench_measure import Phase
 from ledger_bench_results import TARGET_PG_SINGLE_APPENDS_PER_S
 from ledger_bench_setup import Workload, event_count, log
-from pg_commit_rate import locked_commit, open_probe, raw_commit, server_facts
+from pg_commit_rate import PROBE_TABLE, locked_commit, open_probe, raw_commit, server_facts
 
 FLOOR_LOCK_KEY = 0x466C6F6F72  # "Floor": not the ledger's chain lock, so no append waits on it
 KINDS = ("raw", "locked", "append")
@@ -57,7 +57,7 @@ def interleaved_rounds(workload: Workload, *, url: str, rounds: int, per_round: 
                 log(f"  round {number}: {entry['append_per_s']:,.0f} appends/s, raw {entry['raw_per_s']:,.0f} "
                     f"commits/s (ratio {entry['ratio']:.2f}), locked {entry['locked_per_s']:,.0f}/s, load {load:.1f}")
                 per_round_facts.append(entry)
-        probe.execute("DROP TABLE IF EXISTS commit_rate_probe")
+        probe.execute(f"DROP TABLE IF EXISTS {PROBE_TABLE}")
         facts = server_facts(probe)
     sql = phase.queries.facts(rounds * per_round)
     return {"server": facts, "ledger_events_before": events_before, "operations_per_round": per_round,

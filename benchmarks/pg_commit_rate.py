@@ -1,7 +1,7 @@
 """The ceiling under the ledger's single-append rate on PostgreSQL: how many durable one-row
 INSERT transactions per second this server commits for one sequential client.
 
-`benchmarks/ledger_bench.py` measures it interleaved with its appends (`commit_rate`), so
+`benchmarks/ledger_bench.py` measures it interleaved with its appends (`raw_commit`, `locked_commit`), so
 both numbers share the machine's load; run alone it writes its own JSON:
 
     .venv/bin/python benchmarks/pg_commit_rate.py [--url postgres://postgres@127.0.0.1:5432/test] \

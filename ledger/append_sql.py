@@ -2,8 +2,8 @@
 PostgreSQL prepare them, and pipelining, so an append costs a few round trips.
 
 Why not the ORM here: compiling a queryset costs more client time than the round trip it
-makes (0.15 ms a statement measured, see docs/ledger_benchmarks.md), and the append path runs
-the same dozen statements over and over. Values still go through Django's own field
+makes, and the append path runs the same dozen statements over and over (the before/after
+rates are in docs/ledger_benchmarks.md). Values still go through Django's own field
 conversions (`get_db_prep_save`, the read converters), so what is written and read back is
 exactly what the ORM would write and read.
 """
