@@ -47,9 +47,9 @@ class RequestLimitsMiddleware:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
-        if limit is not None and _declared_length(request) > limit:
-            detail = f"request body too large: {_declared_length(request)} bytes, the limit is {limit}"
+        limit, length = settings.DATA_UPLOAD_MAX_MEMORY_SIZE, _declared_length(request)
+        if limit is not None and length > limit:
+            detail = f"request body too large: {length} bytes, the limit is {limit}"
             if request.path.startswith("/api/"):
                 return JsonResponse({"detail": detail}, status=413)
             return HttpResponse(detail, status=413, content_type="text/plain; charset=utf-8")
