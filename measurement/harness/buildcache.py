@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Callable
 
 from measurement.backends.base import CompileError
+from measurement.harness.framing import read_frame, write_frame
 
 CACHE_ENV = "FORGESTENCIL_BUILD_CACHE"
 COMPILE_TIMEOUT_S = 300
@@ -254,8 +255,6 @@ class Broker:
         self.fd = fd
 
     def build(self, recipe_name: str, source: str) -> Path:
-        from measurement.harness.framing import read_frame, write_frame
-
         write_frame(self.fd, json.dumps({"recipe": recipe_name, "source": source}).encode())
         answer = read_frame(self.fd, 1 << 20)
         if answer is None:

@@ -18,6 +18,7 @@ import pickle
 import struct
 
 HEADER = struct.Struct(">Q")
+RESULT_LIMIT = 1 << 31  # bytes a harness child may send back (server and parent both enforce it)
 
 
 def write_frame(fd: int, data: bytes) -> None:

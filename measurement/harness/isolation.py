@@ -27,9 +27,8 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from measurement.harness import sandbox
-from measurement.harness.framing import load_result, read_frame, split_frame
+from measurement.harness.framing import RESULT_LIMIT, load_result, read_frame, split_frame
 from measurement.harness.sandbox import SandboxUnavailable  # noqa: F401  (callers catch it from here)
-from measurement.harness.sandbox_server import RESULT_LIMIT
 
 KILL_WAIT_S = 30  # for the namespace of a child past its time limit to be gone
 

@@ -42,7 +42,7 @@ from functools import cache
 from pathlib import Path
 
 from measurement.harness import buildcache
-from measurement.harness.framing import read_frame
+from measurement.harness.framing import read_frame, write_frame
 
 SANDBOX_UID = 65534  # nobody/nogroup on Debian
 UNSAFE_ENV = "FORGESTENCIL_UNSAFE_NO_SANDBOX"
@@ -278,8 +278,8 @@ class Server:
             problems.append(f"capabilities {report['cap_eff']}, no_new_privs {report['no_new_privs']}")
         if report["interfaces"] != ["lo"]:
             problems.append(f"network interfaces {report['interfaces']}")
+        bound = exposed() + [options["cache"]] + ([options["cupy_cache"]] if options.get("cupy_cache") else [])
         for path, names in report["hidden"].items():  # only what the view binds back may be there
-            bound = exposed() + [options["cache"]] + ([options["cupy_cache"]] if options.get("cupy_cache") else [])
             allowed = {Path(p).relative_to(path).parts[0] for p in bound if _under(p, [path]) and p != path}
             if set(names) - allowed:
                 problems.append(f"{path} shows {sorted(set(names) - allowed)[:5]}")
@@ -295,8 +295,6 @@ class Server:
 
     def submit(self, header: dict, call: bytes) -> socket.socket:
         """Hand the server one end of a fresh socket pair; the request and its answer use it."""
-        from measurement.harness.framing import write_frame
-
         ours, theirs = socket.socketpair()
         with self.lock:
             socket.send_fds(self.control, [b"r"], [theirs.fileno()])

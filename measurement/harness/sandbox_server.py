@@ -35,9 +35,8 @@ import traceback
 
 from measurement.harness.confinement import (CLONE_NEWPID, PR_SET_PDEATHSIG, checked, confine, libc, prctl,
                                              skeleton)
-from measurement.harness.framing import read_frame, write_frame
+from measurement.harness.framing import RESULT_LIMIT, read_frame, write_frame
 
-RESULT_LIMIT = 1 << 31  # bytes a harness child may send back
 REQUEST_LIMIT = 1 << 31
 BUILD_REQUEST_LIMIT = 16 << 20
 
