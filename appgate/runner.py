@@ -20,9 +20,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import patterns
 from measurement.harness import buildcache, sandbox
 
+from . import patterns
 from .manifest import LoadedManifest
 
 VARIANTS = ("baseline", "candidate")
