@@ -19,7 +19,6 @@ from django.db import transaction
 
 from ledger import leases
 from ledger.errors import ConcurrencyError
-from ledger.selectors import stream_version
 from ledger.services import NewEvent, append, append_many
 from measurement.backends.base import Kernel
 from measurement.harness.cases import parse_case
@@ -38,7 +37,6 @@ class ForgeError(Exception):
 
 ENDED = ("committed", "reverted", "abandoned")
 OPEN = ("started", "proposed")
-REAPER = "system:reaper"
 
 
 def round_stream(campaign: str, round_id: str) -> str:
@@ -306,21 +304,15 @@ def _converge(state: CaseCampaign, reason: str, actor: str) -> None:
     append_many(events)
 
 
-def abandon_round(round_id: str, reason: str, worker: dict[str, Any] | None, *, actor: str = REAPER) -> bool:
+def abandon_round(round_id: str, reason: str, worker: dict[str, Any] | None, *, actor: str = leases.REAPER) -> bool:
     """Close an open round whose worker is gone (the reaper's handler for lease kind "round").
     Appends at the version read: a round that ends meanwhile is read again and left as it ended."""
-    for _ in range(5):
-        row = RoundRow.objects.filter(round=round_id).first()
-        if row is None or row.status not in OPEN:
-            return False
-        stream = round_stream(row.campaign, round_id)
-        try:
-            append(NewEvent(stream=stream, type="RoundAbandoned", actor=actor, expected_version=stream_version(stream),
-                            payload={"round": round_id, "case": row.case, "reason": reason, "worker": worker}))
-            return True
-        except ConcurrencyError:
-            continue
-    return False
+    row = RoundRow.objects.filter(round=round_id).first()
+    if row is None:
+        return False
+    return leases.append_while_open(
+        round_stream(row.campaign, round_id), RoundRow.objects.filter(round=round_id, status__in=OPEN).exists,
+        "RoundAbandoned", {"round": round_id, "case": row.case, "reason": reason, "worker": worker}, actor=actor)
 
 
 def abandon_stale_rounds(campaign: str, actor: str) -> int:

@@ -32,7 +32,7 @@ from appgate.models import AppRow
 from ledger import leases
 from ledger.errors import ConcurrencyError
 from ledger.models import Event
-from ledger.selectors import stream_events, stream_version
+from ledger.selectors import stream_events
 from ledger.services import NewEvent, append
 from measurement.harness.cases import CaseError, parse_case
 from measurement.harness.plan import DEFAULT_PROTOCOL, ProtocolSettings
@@ -45,7 +45,6 @@ from .tables import STANDING, operator_result_key
 KINDS = ("case", "app")
 PROTOCOL_FIELDS = ("passes", "launches", "warmup", "max_attempts")  # what a re-run request may change
 ENDED = ("finished", "failed", "abandoned")
-REAPER = "system:reaper"
 
 
 class RerunError(ValueError):
@@ -205,17 +204,8 @@ def _protocol(stream: str, backend: str) -> ProtocolSettings | None:
 def abandon_rerun(rerun_id: str, reason: str, worker: dict[str, Any]) -> bool:
     """The reaper's handler for lease kind "rerun": the worker running it died. Appends at the
     version read, so a last message or end of the worker that lands first is read again."""
-    stream = _stream(rerun_id)
-    for _ in range(5):  # the worker is dead: its stream moves at most by what it wrote before dying
-        if not RerunRow.objects.filter(rerun=rerun_id, state="running").exists():
-            return False
-        try:
-            append(NewEvent(stream=stream, type="RerunAbandoned", actor=REAPER, expected_version=stream_version(stream),
-                            payload={"rerun": rerun_id, "reason": reason, "worker": worker}))
-            return True
-        except ConcurrencyError:
-            continue
-    return False
+    return leases.append_while_open(_stream(rerun_id), RerunRow.objects.filter(rerun=rerun_id, state="running").exists,
+                                    "RerunAbandoned", {"rerun": rerun_id, "reason": reason, "worker": worker})
 
 
 def _standing(row: RerunRow) -> dict[str, Any]:

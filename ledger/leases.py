@@ -36,8 +36,11 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models.functions import Now
 from django.utils.module_loading import import_string
 
+from .errors import ConcurrencyError
 from .event_types import Payload
 from .models import Lease
+from .selectors import stream_version
+from .services import NewEvent, append
 
 # kind -> dotted path of `handler(subject, reason, worker) -> bool` (True: it closed the work).
 # Apps register their own kinds in AppConfig.ready, so this module imports none of them.
@@ -258,6 +261,26 @@ def reap(keys: list[str] | None = None, log: Callable[[str], None] | None = None
         if log is not None:
             log(f"{item.key}: {'abandoned' if closed else 'already ended'}: {reason}")
     return reaped
+
+
+REAPER = "system:reaper"  # the actor of the events that close a dead worker's work
+
+
+def append_while_open(stream: str, still_open: Callable[[], bool], event_type: str, payload: dict,
+                      *, actor: str = REAPER) -> bool:
+    """A reaper handler's append: at the stream's version as read, while `still_open()`. An event
+    the dead worker wrote meanwhile is read again (ConcurrencyError), and work it ended stays as it
+    ended. Five tries: a dead worker's stream moves at most by what it wrote before dying."""
+    for _ in range(5):
+        if not still_open():
+            return False
+        try:
+            append(NewEvent(stream=stream, type=event_type, actor=actor, expected_version=stream_version(stream),
+                            payload=payload))
+            return True
+        except ConcurrencyError:
+            continue
+    return False
 
 
 def reap_at_start() -> None:
