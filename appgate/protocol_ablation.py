@@ -60,7 +60,8 @@ from measurement.harness.isolation import run_isolated
 from measurement.harness.judge import REGRESSION_BAND, bootstrap_ratio_ci, summarise_timing
 from measurement.harness.plan import DEFAULT_PROTOCOL, ProtocolSettings, timing_spec
 from measurement.harness.protocol import time_variants
-from measurement.services import MeasurementReport, VariantReport, finite, measure, result_key, source_hash
+from measurement.reports import MeasurementReport, VariantReport, finite, source_hash
+from measurement.services import measure, result_key
 
 from . import runner
 from .manifest import LoadedManifest, baseline_mismatches, file_hash

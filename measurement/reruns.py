@@ -28,7 +28,8 @@ from measurement.harness.judge import REGRESSION_BAND
 from measurement.harness.plan import ProtocolSettings
 
 from . import selectors, services
-from .services import GateOutcome, MeasurementError, MeasurementReport, result_key
+from .reports import MeasurementReport
+from .services import GateOutcome, MeasurementError, result_key
 
 # What noise can cause (a slow or impossibly fast median); everything else is a wrong output or
 # a kernel that does not run, which no amount of noise explains.

@@ -35,7 +35,7 @@ from measurement.harness.protocol import CheckSpec, check_variant, time_variants
 from measurement.harness.session_info import baseline_session
 
 from . import selectors
-from .reports import MeasurementReport, VariantReport, finite, source_hash  # finite: for appgate.protocol_ablation
+from .reports import MeasurementReport, VariantReport, source_hash
 
 MATRIX_DIR = Path(settings.BASE_DIR) / "fixtures" / "matrices"
 CASE_NAMESPACE = uuid.UUID("0f4d3c3e-7f0a-4a53-8d59-8c4f0e3a3b21")
