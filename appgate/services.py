@@ -32,7 +32,6 @@ from .projections import result_key
 
 FLOOR = 0.98  # below this all-dataset geometric mean the change is rejected
 ROOT = Path(settings.BASE_DIR)
-REAPER = "system:reaper"
 
 
 class AppGateError(Exception):
@@ -295,7 +294,7 @@ def abandon_run(subject: str, reason: str, worker: dict[str, Any]) -> bool:
     ended = Event.objects.filter(stream=stream, type__in=["AppGateVerdict", "AppGateAbandoned"], body__contains=f'"run":"{run}"')
     if ended.exists():
         return False
-    append(NewEvent(stream=stream, type="AppGateAbandoned", actor=REAPER,
+    append(NewEvent(stream=stream, type="AppGateAbandoned", actor=leases.REAPER,
                     payload={"app": app, "run": run, "reason": reason, "worker": worker}))
     return True
 
