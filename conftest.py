@@ -2,6 +2,8 @@
 var/ directory of a test session is set by tests/scratch_var.py, loaded before the settings.)"""
 import os
 
+import pytest
+
 
 def _gpu_available() -> bool:
     try:
@@ -44,3 +46,27 @@ def pytest_collection_modifyitems(config, items):
     skip = pytest.mark.skip(reason="needs CuPy and a CUDA GPU (run `scripts/gpu_tests.sh` on the device)")
     for item in gpu_items:
         item.add_marker(skip)
+
+
+_exit_status = 0
+
+
+def pytest_sessionfinish(session, exitstatus):
+    global _exit_status
+    _exit_status = int(exitstatus)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config):
+    """End the test process without the interpreter's finalisation. Since issue 14, a full
+    single-pass run (`./dev test` on SQLite: in-process kernels, the sandbox server, browser
+    tests) prints its summary, then dies with SIGSEGV while Python tears down (no Python frame:
+    faulthandler shows none), so the command exited 139 with every test passed. The cause, a C
+    library's exit-time teardown, is not yet found (docs/testing.md); pytest's own exit status
+    is kept. Registered last, after every other plugin has unconfigured."""
+    import sys
+
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(_exit_status)
+
