@@ -106,12 +106,17 @@ class Variant:
     name: str  # e.g. "candidate", "straightforward", "scipy.ndimage", "prior_best"
     kernel: Kernel | None = None  # None: a library baseline named by `name`
     role: str = "baseline"  # candidate | baseline | prior_best
+    schedule: str | None = None  # a tuned library baseline's schedule (Halide): part of what the bound is
+    steps: int = 1  # a composed bound: the single-step `kernel` launched this many times
 
 
 class Prepared(Protocol):
     """A compiled kernel or a ready baseline for one case; `precision` is what it computes in."""
 
     precision: str
+    # What exactly ran, beyond the variant's name: library and version, schedule, the parts of a
+    # composed bound. Recorded with the measurement, so a verdict names its bound precisely.
+    identity: dict[str, Any]
 
     def run(self, buffers: "Buffers", coef: Any) -> None: ...
 

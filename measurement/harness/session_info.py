@@ -15,7 +15,7 @@ from .protocol import CheckRun, CheckSpec, check_variant
 
 
 def baseline_session(backend_name: str, case_id: str, specs: list[CheckSpec]) -> tuple[dict[str, Any], Kernel, dict[str, list[CheckRun] | str]]:
-    """(description with each baseline's precision, the straightforward kernel,
+    """(description with each baseline's precision and identity, the straightforward kernel,
     {baseline name: its check runs, or the error that stopped it})."""
     backend = get_backend(backend_name)
     case = parse_case(case_id)
@@ -24,12 +24,14 @@ def baseline_session(backend_name: str, case_id: str, specs: list[CheckSpec]) ->
     variants = [Variant("straightforward", straightforward, "baseline")]
     variants += [Variant(name) for name in backend.baseline_names(case) if name != "straightforward"]
     precisions = {"straightforward": case.precision}
+    identities: dict[str, dict[str, Any]] = {}
     runs: dict[str, list[CheckRun] | str] = {}
     for variant in variants:
         try:
-            if variant.kernel is None:
-                precisions[variant.name] = backend.prepare(case, variant).precision
+            prepared = backend.prepare(case, variant)
+            precisions[variant.name] = prepared.precision
+            identities[variant.name] = dict(getattr(prepared, "identity", None) or {})
             runs[variant.name] = check_variant(backend_name, case_id, variant, specs)
         except Exception as exc:  # a baseline that cannot run here is reported, not fatal
             runs[variant.name] = f"{type(exc).__name__}: {exc}"
-    return {**backend.describe(), "precisions": precisions}, straightforward, runs
+    return {**backend.describe(), "precisions": precisions, "identities": identities}, straightforward, runs
