@@ -45,13 +45,17 @@ def interleaved_rounds(workload: Workload, *, url: str, rounds: int, per_round: 
             for number in range(rounds):
                 load = os.getloadavg()[0]
                 seconds = dict.fromkeys(KINDS, 0.0)
+                cpu = dict.fromkeys(KINDS, 0.0)
                 for i, new in enumerate(workload.batch(per_round)):
                     for kind in KINDS[i % 3:] + KINDS[:i % 3]:
-                        started = time.perf_counter()
+                        started, cpu_started = time.perf_counter(), time.process_time()
                         operations[kind](i, new)
                         seconds[kind] += time.perf_counter() - started
+                        cpu[kind] += time.process_time() - cpu_started
                 entry = {"round": number, "load_1m_at_start": round(load, 2),
-                         **{f"{kind}_per_s": round(per_round / seconds[kind], 1) for kind in KINDS}}
+                         **{f"{kind}_per_s": round(per_round / seconds[kind], 1) for kind in KINDS},
+                         # this process's own CPU per operation: a ceiling no saved round trip lifts
+                         **{f"{kind}_client_cpu_ms": round(cpu[kind] / per_round * 1e3, 3) for kind in KINDS}}
                 entry["ratio"] = round(entry["append_per_s"] / entry["raw_per_s"], 3)
                 entry["locked_ratio"] = round(entry["locked_per_s"] / entry["raw_per_s"], 3)
                 log(f"  round {number}: {entry['append_per_s']:,.0f} appends/s, raw {entry['raw_per_s']:,.0f} "
@@ -68,12 +72,14 @@ def interleaved_rounds(workload: Workload, *, url: str, rounds: int, per_round: 
 def summary(per_round: list[dict]) -> dict:
     def spread(key: str) -> dict:
         values = [r[key] for r in per_round]
-        return {"median": round(statistics.median(values), 3 if "ratio" in key else 1),
+        return {"median": round(statistics.median(values), 3 if "ratio" in key or "cpu" in key else 1),
                 "min": min(values), "max": max(values)}
 
     appends = spread("append_per_s")
     return {
         "appends_per_s": appends,
+        "append_client_cpu_ms": spread("append_client_cpu_ms"),
+        "raw_client_cpu_ms": spread("raw_client_cpu_ms"),
         "raw_commits_per_s": spread("raw_per_s"),
         "locked_commits_per_s": spread("locked_per_s"),
         "ratio_appends_to_raw_commits": spread("ratio"),
@@ -110,12 +116,13 @@ def markdown_table(data: dict) -> str:
         return f"{fmt.format(spread['median'])} ({fmt.format(spread['min'])}–{fmt.format(spread['max'])})"
 
     lines = ["| run | ledger code | load (1 min) at start | appends/s | raw commits/s | locked commits/s | "
-             "appends ÷ raw | statements per append |",
-             "|---|---|---:|---:|---:|---:|---:|---:|"]
+             "appends ÷ raw | statements per append | client CPU per append (ms) |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     for run_id, run in sorted(data.get("runs", {}).items()):
         machine = run["machine"]
         lines.append(
             f"| `{run_id}` | `{machine['git_commit'][:7]}` | {machine['load_average_at_start'][0]:.1f} | "
             f"{cell(run['appends_per_s'])} | {cell(run['raw_commits_per_s'])} | {cell(run['locked_commits_per_s'])} | "
-            f"{cell(run['ratio_appends_to_raw_commits'], '{:.2f}')} | {run['statements_per_append']} |")
+            f"{cell(run['ratio_appends_to_raw_commits'], '{:.2f}')} | {run['statements_per_append']} | "
+            f"{cell(run['append_client_cpu_ms'], '{:.2f}') if 'append_client_cpu_ms' in run else 'not measured'} |")
     return "\n".join(lines)
