@@ -8,8 +8,9 @@ inside a harness child process, through `get_backend("cuda")`. The parts:
   (straightforward, candidates, prior bests) follow the ABI of base.py:
   `extern "C" __global__ void stencil(...)`.
 * `cuda_baselines`: the library baselines ("cupyx.ndimage", "pystencils", "torch.conv"), each
-  where importable; FORGESTENCIL_CUDA_BASELINES (comma-separated names, may be empty)
-  restricts them, e.g. for quick tests. "straightforward" comes from measurement.harness.codegen.
+  where importable; `halide_cuda`: "halide", for the cases of the carried AOT folder;
+  FORGESTENCIL_CUDA_BASELINES (comma-separated names, may be empty) restricts them, e.g. for
+  quick tests. "straightforward" comes from measurement.harness.codegen.
 * `cuda_device`: device properties and nvidia-smi state.
 * here: arrays, timing and the Backend itself.
 
@@ -47,6 +48,7 @@ from .base import Kernel, Variant, fill_output_poison
 from .cuda_baselines import CupyxBaseline, PystencilsBaseline, TorchConvBaseline, device_coefficients
 from .cuda_compile import NVRTC_OPTIONS, checked_launch, compile_module, compiled_kernel
 from .cuda_device import DeviceFacts, compute_processes, cuda_version, cupy, device_facts, query_gpu, version_of
+from .halide_cuda import HalideCudaBaseline, compiled_cases
 
 BASELINES_ENV = "FORGESTENCIL_CUDA_BASELINES"
 COPY_LAUNCHES = 20
@@ -330,6 +332,8 @@ class CudaBackend:
             names.append("pystencils")
         if importlib.util.find_spec("torch") is not None:
             names.append("torch.conv")
+        if case.id in compiled_cases():
+            names.append("halide")
         chosen = os.environ.get(BASELINES_ENV)
         if chosen is not None:
             wanted = {name.strip() for name in chosen.split(",") if name.strip()}
@@ -352,6 +356,8 @@ class CudaBackend:
             if importlib.util.find_spec("torch") is None:
                 raise ValueError("torch is not installed")
             return TorchConvBaseline(case)
+        if variant.name == "halide":
+            return HalideCudaBaseline(case, variant.schedule)
         raise ValueError(f"unknown CUDA baseline {variant.name!r}; available: {self.baseline_names(case)}")
 
     # -- problems

@@ -1,0 +1,58 @@
+"""The Halide AOT index (measurement.backends.halide_aot): which compiled pipeline a case and
+schedule get, and the reason recorded on the case where there is none. No GPU, no halide:
+the index is the JSON that scripts/halide_aot.py writes, here with two cases."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from measurement.backends.halide_aot import INDEX_NAME, entry_for, read_index
+from measurement.backends.halide_cuda import HalideCudaBaseline, compiled_cases
+from measurement.harness.cases import parse_case
+
+STAR = "star_1/512x512x512/f32"
+F16 = "star_1/512x512x512/f16"
+
+
+@pytest.fixture
+def folder(tmp_path):
+    entries = [
+        {"case": STAR, "schedule": "gpu_32x8x1", "default": True, "schedule_text": "out.gpu_tile(...)",
+         "function": "fs_gpu_32x8x1", "arguments": ["u", "coef"], "file": "ab.so", "aot_sha256": "ab"},
+        {"case": STAR, "schedule": "gpu_64x4x1", "default": False, "schedule_text": "out.gpu_tile(...)",
+         "function": "fs_gpu_64x4x1", "arguments": ["u", "coef"], "file": "ab.so", "aot_sha256": "ab"},
+        {"case": F16, "schedule": "gpu_32x8x1", "default": True, "schedule_text": "out.gpu_tile(...)",
+         "error": "CompileError: Float(16) is not supported"},
+    ]
+    index = {"halide_version": "21.0.0", "target": "x86-64-linux-cuda-cuda_capability_86", "matrix": "gpu", "entries": entries}
+    (tmp_path / INDEX_NAME).write_text(json.dumps(index))
+    return tmp_path
+
+
+def test_no_schedule_means_the_family_default_and_a_named_one_is_found(folder):
+    index = read_index(folder)
+    assert entry_for(index, STAR, None)["schedule"] == "gpu_32x8x1"
+    assert entry_for(index, STAR, "gpu_64x4x1")["function"] == "fs_gpu_64x4x1"
+    assert compiled_cases(folder) == {STAR, F16}
+
+
+def test_a_schedule_that_did_not_compile_gives_its_recorded_reason(folder):
+    with pytest.raises(ValueError, match=r"Halide 21.0.0 could not compile star_1/512x512x512/f16 with schedule "
+                                         r"'gpu_32x8x1' for x86-64-linux-cuda-cuda_capability_86: CompileError: Float\(16\)"):
+        HalideCudaBaseline(parse_case(F16), None, folder)
+
+
+def test_an_unknown_schedule_or_case_names_what_was_compiled(folder):
+    index = read_index(folder)
+    with pytest.raises(ValueError, match=r"no Halide schedule 'gpu_1x1x1' for star_1/512x512x512/f32; compiled: "
+                                         r"\['gpu_32x8x1', 'gpu_64x4x1'\]"):
+        entry_for(index, STAR, "gpu_1x1x1")
+    with pytest.raises(ValueError, match="no Halide AOT pipeline for box_1/512x512x512/f32: run scripts/halide_aot.py"):
+        entry_for(index, "box_1/512x512x512/f32", None)
+
+
+def test_without_an_aot_folder_no_case_offers_halide(tmp_path):
+    assert read_index(tmp_path) is None and compiled_cases(tmp_path) == set()
+    with pytest.raises(ValueError, match="no Halide AOT folder at"):
+        HalideCudaBaseline(parse_case(STAR), None, tmp_path)
