@@ -15,7 +15,8 @@ The parts:
   (measurement.harness.codegen), "scipy.ndimage" (correlate with a weight array;
   single-threaded; f16 computed in f32) and "pystencils" where it is importable (pystencils 2.0
   JIT, OpenMP; f16 computed in f32), its modules built through the same cache instead of
-  pystencils' per-user object cache, which nothing verifies.
+  pystencils' per-user object cache, which nothing verifies; "halide" where it is importable
+  (measurement.backends.halide_cpu: Halide 21 JIT with a schedule of its family).
 * here: machine facts, timing and the Backend itself; the public names of the parts are
   re-exported, so callers keep importing them from here.
 
@@ -146,6 +147,7 @@ class CpuBackend:
             "numpy": np.__version__,
             "scipy": _version_of("scipy"),
             "pystencils": _version_of("pystencils"),
+            "halide": _version_of("halide"),
             "omp_env": {k: v for k, v in os.environ.items() if k.startswith(("OMP_", "GOMP_"))},
         }
 
@@ -196,6 +198,8 @@ class CpuBackend:
         names = ["straightforward", "scipy.ndimage"]
         if importlib.util.find_spec("pystencils") is not None:
             names.append("pystencils")
+        if importlib.util.find_spec("halide") is not None:
+            names.append("halide")
         return names
 
     def prepare(self, case: Case, variant: Variant):
@@ -210,6 +214,10 @@ class CpuBackend:
             if importlib.util.find_spec("pystencils") is None:
                 raise ValueError("pystencils is not installed")
             return PystencilsBaseline(case)
+        if variant.name == "halide":
+            from .halide_cpu import HalideBaseline  # libHalide (~150 MB) loads only where the baseline runs
+
+            return HalideBaseline(case, variant.schedule)
         raise ValueError(f"unknown CPU baseline {variant.name!r}; available: {self.baseline_names(case)}")
 
     # -- problems
