@@ -4,13 +4,15 @@
 # scripts/device_env.sh installs it there without any index (the device reaches no registry).
 #
 #   bash scripts/device_wheels.sh            # then: run(command="bash scripts/gpu_tests.sh", carry=["device_wheels", "device_carry/bwrap"])
+#   (the Halide baseline also needs device_carry/halide: scripts/halide_aot.py, scripts/halide_device_check.sh)
 #
 # It also copies this machine's bubblewrap (Debian's, with the three libraries it links) into
 # device_carry/bwrap/ (git-ignored): the device image has no bwrap, and without a sandbox the gate
 # refuses to run candidate code; scripts/device_env.sh points FORGESTENCIL_BWRAP at it.
 #
 # What goes in: requirements.txt minus cupy-cuda12x (the device image has cupy-cuda13x, import
-# name cupy) and playwright (browser tests never run there) plus pystencils 2.0's own needs (appdirs, fasteners, ...), with dependencies
+# name cupy), playwright (browser tests never run there), halide (69 MB: the device runs the pipelines
+# that scripts/halide_aot.py compiles here, carried as device_carry/halide) and devito (CPU only) plus pystencils 2.0's own needs (appdirs, fasteners, ...), with dependencies
 # resolved by pip for the device's platform. What is then removed: every distribution that the
 # device image already holds (DEVICE_HAS below, from the device docs' package list: numpy,
 # scipy, sympy, torch's stack, ...), except those this project pins for its tests (pytest).
@@ -47,7 +49,7 @@ typing-extensions typing-inspect urllib3 uvloop wadler-lindig werkzeug wheel wra
 
 requirements=$(mktemp)
 trap 'rm -f "$requirements"' EXIT
-grep -v -E '^\s*(#|$)' requirements.txt | grep -v -i -E '^(cupy-cuda12x|numpy|scipy|playwright)\b' >"$requirements"
+grep -v -E '^\s*(#|$)' requirements.txt | grep -v -i -E '^(cupy-cuda12x|numpy|scipy|playwright|halide|devito)\b' >"$requirements"
 # pystencils' own needs beyond numpy/sympy (the device has those): listed so that a resolver
 # failure names them plainly.
 printf '%s\n' appdirs fasteners >>"$requirements"
@@ -86,10 +88,11 @@ for wheel in "$OUT"/*.whl; do
 done
 echo "skipped (already on the device): ${removed[*]:-none}"
 ls -1 "$OUT"
-wheels_kb=$(du -sk "$OUT" "$BWRAP_OUT" | awk '{s+=$1} END {print s}')
+# device_carry/halide (scripts/halide_aot.py) travels in the same call when the Halide baseline is run
+wheels_kb=$(du -sk "$OUT" "$BWRAP_OUT" $(ls -d device_carry/halide 2>/dev/null) | awk '{s+=$1} END {print s}')
 tree_kb=$(git ls-files -z --cached --others --exclude-standard | xargs -0 du -ck 2>/dev/null | tail -1 | cut -f1)
 total_mb=$(( (wheels_kb + tree_kb) / 1024 ))
-echo "device_wheels: $((wheels_kb / 1024)) MiB; working tree: $((tree_kb / 1024)) MiB; together ${total_mb} MiB (limit 64 MiB, this script's $LIMIT_MB)"
+echo "device_wheels, device_carry: $((wheels_kb / 1024)) MiB; working tree: $((tree_kb / 1024)) MiB; together ${total_mb} MiB (limit 64 MiB, this script's $LIMIT_MB)"
 if [ "$total_mb" -gt "$LIMIT_MB" ]; then
     echo "too large to carry: drop wheels the device already has (DEVICE_HAS)" >&2
     exit 1

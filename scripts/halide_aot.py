@@ -5,8 +5,9 @@
     .venv/bin/python scripts/halide_aot.py                      # fixtures/matrices/gpu.json
     .venv/bin/python scripts/halide_aot.py --matrix fixtures/matrices/gpu.json --jobs 2
     # then on the device: run(carry=["device_wheels", "device_carry/bwrap", "device_carry/halide"], ...)
+    python3 scripts/halide_aot.py --unpack                      # there, before anything loads them
 
-Every run replaces the folder's contents. The last lines print the folder's size and what the
+Every build replaces the folder's contents; the objects are stored xz-packed (halide_aot says why). The last lines print the folder's size and what the
 device tool would carry with it (device_wheels, device_carry/bwrap, the working tree) against
 its 64 MiB limit; the exit status is 1 above LIMIT_MB.
 """
@@ -55,7 +56,12 @@ def main() -> int:
     parser.add_argument("--matrix", default=str(ROOT / "fixtures" / "matrices" / "gpu.json"))
     parser.add_argument("--out", default=str(halide_aot.DEFAULT_AOT_DIR))
     parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--unpack", action="store_true", help="only unpack the folder's objects (on the GPU machine)")
     args = parser.parse_args()
+    if args.unpack:
+        made = halide_aot.unpack(Path(args.out))
+        print(f"unpacked {len(made)} Halide objects in {args.out}")
+        return 0
     matrix = json.loads(Path(args.matrix).read_text())
     out_dir = Path(args.out)
     shutil.rmtree(out_dir, ignore_errors=True)

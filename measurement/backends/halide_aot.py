@@ -8,7 +8,10 @@ What a build makes, per case: one object per schedule of the case's CUDA family
 (measurement.backends.halide_algorithm), compiled with `no_runtime` for AOT_TARGET; one Halide
 runtime (AOT_TARGET with the runtime, the CUDA module loader in it); SHIM_SOURCE; all linked and
 stripped into one shared object named by its sha256 (`<sha256>.so`), so the runtime is carried
-once per case, not once per schedule. The folder's INDEX_NAME lists every (case, schedule):
+once per case, not once per schedule. It is stored xz-packed (`<sha256>.so.xz`, about 65 KB of
+about 295 KB) and unpacked on the GPU machine before use (`unpack`, `scripts/halide_aot.py
+--unpack`): 37 unpacked objects (11 MB) did not fit beside device_wheels (38 MB) and the working
+tree (16 MB) under the device call's 64 MiB. The folder's INDEX_NAME lists every (case, schedule):
 its text, the function to call, the file and its hash, or the error that stopped its compilation
 (the reason the baseline then reports for that case).
 
@@ -27,8 +30,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import lzma
 import os
-import shutil
 import subprocess
 import tempfile
 from pathlib import Path
@@ -40,6 +43,7 @@ AOT_TARGET = "x86-64-linux-cuda-cuda_capability_86"
 AOT_ENV = "FORGESTENCIL_HALIDE_AOT"
 DEFAULT_AOT_DIR = Path(__file__).resolve().parents[2] / "device_carry" / "halide"
 INDEX_NAME = "index.json"
+PACKED = ".xz"  # what travels: xz packs an object about 4.5x, and the device call's 64 MiB are shared
 ARGUMENTS = ("u", "a", "coef")  # in this order, those the case has; the output comes last
 FUNCTION_PREFIX = "fs_"
 
@@ -155,11 +159,29 @@ def build_case(case: Case, out_dir: Path, *, compiler: str = "cc") -> list[dict[
               "-ldl", "-lpthread"])
         digest = _sha256(linked)
         out_dir.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(linked, out_dir / f"{digest}.so")
+        (out_dir / f"{digest}.so{PACKED}").write_bytes(lzma.compress(linked.read_bytes(), preset=9 | lzma.PRESET_EXTREME))
     for entry in entries:
         if "error" not in entry:
             entry.update(file=f"{digest}.so", aot_sha256=digest)
     return entries
+
+
+def unpack(folder: Path | None = None) -> list[Path]:
+    """Decompress every packed object of the folder that is not unpacked yet (on the GPU machine,
+    before anything loads them: the harness children see the repository read-only); each one's
+    sha256 must be the name it was packed under."""
+    folder = folder or aot_dir()
+    made = []
+    for packed in sorted(folder.glob(f"*.so{PACKED}")):
+        target = packed.with_suffix("")
+        if target.exists():
+            continue
+        data = lzma.decompress(packed.read_bytes())
+        if hashlib.sha256(data).hexdigest() != target.stem:
+            raise ValueError(f"{packed.name} does not unpack to the object it names (sha256 {target.stem}): build it again")
+        target.write_bytes(data)
+        made.append(target)
+    return made
 
 
 def write_index(out_dir: Path, entries: list[dict[str, Any]], *, matrix: str) -> Path:

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from .cuda import CudaBuffers
 
 HALIDE_FLOAT = 2  # halide_type_code_t
+DRIVER_LIBRARY = "libcuda.so.1"
 CACHED_COEFFICIENTS = 8  # argument sets kept per problem (one per coefficient array in use)
 
 
@@ -60,6 +61,10 @@ _bound: set[Path] = set()
 
 def _library(path: Path) -> ctypes.CDLL:
     if path not in _libraries:
+        # Halide's runtime looks the driver API up with dlsym in the process, then dlopens the
+        # unversioned "libcuda.so", which a driver-only machine may lack: make the libcuda.so.1
+        # that CuPy already uses visible to that lookup.
+        ctypes.CDLL(DRIVER_LIBRARY, mode=ctypes.RTLD_GLOBAL)
         lib = ctypes.CDLL(str(path))
         lib.forgestencil_halide_bind.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
         lib.forgestencil_halide_bind.restype = None
@@ -140,6 +145,8 @@ class HalideCudaBaseline:
             "computes_in": "f64" if case.precision == "f64" else "f32",
         }
         self._path = folder / entry["file"]
+        if not self._path.exists():
+            raise ValueError(f"{self._path} is not unpacked: run python3 scripts/halide_aot.py --unpack")
         self._lib = _library(self._path)
         self._function = getattr(self._lib, entry["function"] + "_argv")
         self._function.argtypes = [ctypes.c_void_p]

@@ -3,11 +3,13 @@ schedule get, and the reason recorded on the case where there is none. No GPU, n
 the index is the JSON that scripts/halide_aot.py writes, here with two cases."""
 from __future__ import annotations
 
+import hashlib
 import json
+import lzma
 
 import pytest
 
-from measurement.backends.halide_aot import INDEX_NAME, entry_for, read_index
+from measurement.backends.halide_aot import INDEX_NAME, entry_for, read_index, unpack
 from measurement.backends.halide_cuda import HalideCudaBaseline, compiled_cases
 from measurement.harness.cases import parse_case
 
@@ -56,3 +58,15 @@ def test_without_an_aot_folder_no_case_offers_halide(tmp_path):
     assert read_index(tmp_path) is None and compiled_cases(tmp_path) == set()
     with pytest.raises(ValueError, match="no Halide AOT folder at"):
         HalideCudaBaseline(parse_case(STAR), None, tmp_path)
+
+
+def test_packed_objects_unpack_once_and_only_to_the_object_they_name(tmp_path):
+    data = b"\x7fELF a shared object"
+    name = hashlib.sha256(data).hexdigest()
+    (tmp_path / f"{name}.so.xz").write_bytes(lzma.compress(data))
+    assert unpack(tmp_path) == [tmp_path / f"{name}.so"] and (tmp_path / f"{name}.so").read_bytes() == data
+    assert unpack(tmp_path) == []
+    (tmp_path / f"{'0' * 64}.so.xz").write_bytes(lzma.compress(data))
+    with pytest.raises(ValueError, match=f"{'0' * 64}.so.xz does not unpack to the object it names"):
+        unpack(tmp_path)
+    assert not (tmp_path / f"{'0' * 64}.so").exists()
