@@ -88,3 +88,35 @@ class GateVerdict(Payload):
     same_precision: Optional[bool] = None
     prior_best: Optional[dict[str, Any]] = None
     revises: Optional[str] = None
+
+
+def tuning_stream(backend: str, case_id: str) -> str:
+    """The tuning runs of one case's library baselines on one backend (BaselineTuned)."""
+    return f"tuning/{backend}/{case_id}"
+
+
+class ScheduleCandidate(Payload):
+    name: str
+    text: str  # the family's schedule text (an autoscheduler entry: its directive)
+    correct: bool  # passed the gate's checks and its timed launches' outputs were right
+    error: Optional[str] = None  # why it cannot be chosen: the failed check, crash or timing
+    median: Optional[float] = None  # seconds, the canonical protocol's median
+    spread: Optional[float] = None
+    pass_medians: list[float] = Field(default_factory=list)
+
+
+@event_type("BaselineTuned", owner="measurement")
+class BaselineTuned(Payload):
+    """A tuning run of a library baseline (measurement.tuning): every schedule of the library's
+    family checked and timed on the case; the fastest correct one is the library's schedule
+    in every later measurement of the case on the backend, until the next tuning run."""
+
+    case: str
+    backend: Literal["cpu", "cuda"]
+    library: str
+    version: str  # the library's version where the candidates ran
+    candidates: list[ScheduleCandidate]
+    chosen: Optional[str] = None  # None: no candidate was correct; measurements use the default
+    chosen_text: Optional[str] = None
+    protocol: dict[str, Any]
+    seeds: dict[str, int]

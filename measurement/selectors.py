@@ -1,8 +1,10 @@
-"""Reads of measurement projections."""
+"""Reads of measurement projections (and of the tuning streams, read from the ledger)."""
 from __future__ import annotations
 
+from ledger.selectors import stream_events
 from measurement.backends.base import Kernel
 
+from .events import tuning_stream
 from .models import CaseRow, OperatorResult
 
 
@@ -24,3 +26,13 @@ def standing_operator_results(backend: str) -> list[OperatorResult]:
     """The results a whole-matrix gate re-run re-checks: every one of `backend` not retracted
     (a retracted result has no kernel left to defend), in case order so runs are comparable."""
     return list(OperatorResult.objects.filter(backend=backend).exclude(status="retracted").order_by("case"))
+
+
+def tuned_schedules(backend: str, case_id: str) -> dict[str, str]:
+    """{library: schedule} chosen by the latest tuning run of each library baseline of the case on
+    `backend` that chose one (measurement.tuning); a library never tuned, or whose latest run
+    found no correct schedule, is absent and runs its family's default."""
+    chosen: dict[str, str | None] = {}
+    for event in stream_events(tuning_stream(backend, case_id)):
+        chosen[event.payload["library"]] = event.payload["chosen"]
+    return {library: name for library, name in chosen.items() if name}

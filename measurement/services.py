@@ -126,6 +126,7 @@ def measure(
     say = progress or (lambda message: None)
     seed = int.from_bytes(os.urandom(8), "little") >> 12  # < 2**52: exact in JSON
     specs = check_plan(case, backend, seed)
+    schedules = selectors.tuned_schedules(backend, case.id)  # a tuned library baseline runs its chosen schedule
     # Candidates and prior bests run alone in a child each: a crash costs only their verdict.
     # On a GPU their checks and the baselines' run at the same time (nothing is timed yet); the
     # judging waits for the straightforward kernel's errors, the floor every variant is held to.
@@ -140,7 +141,7 @@ def measure(
     together = backend != "cpu"
     with ThreadPoolExecutor(max_workers=max(1, len(own_child)) if together else 1) as pool:
         checks = {v.name: pool.submit(_check, case, backend, v, specs, protocol.check_timeout) for v in own_child if together}
-        session = run_isolated(baseline_session, (backend, case.id, specs), protocol.check_timeout)
+        session = run_isolated(baseline_session, (backend, case.id, specs, schedules), protocol.check_timeout)
         if not session.ok:
             raise MeasurementError(f"the {backend} backend is not usable here: {session.error}")
         for variant in own_child:  # on the CPU: after the baselines, one after the other
@@ -152,7 +153,7 @@ def measure(
     floors: dict[str, float] = {}
     references: dict = {}  # each check's float64 reference, computed once for all variants
     for name, runs in baseline_runs.items():
-        variant = Variant(name, straightforward if name == "straightforward" else None, "baseline")
+        variant = Variant(name, straightforward if name == "straightforward" else None, "baseline", schedules.get(name))
         if isinstance(runs, str):
             correctness = Correctness(False, "runtime_error", runs)
         else:

@@ -17,6 +17,8 @@ The parts:
   JIT, OpenMP; f16 computed in f32), its modules built through the same cache instead of
   pystencils' per-user object cache, which nothing verifies; "halide" where it is importable
   (measurement.backends.halide_cpu: Halide 21 JIT with a schedule of its family).
+  "devito" where it is importable (measurement.backends.devito_cpu: Devito Operators, OpenMP;
+  f16 computed in f32), compiled through the same cache instead of Devito's JIT folder.
 * here: machine facts, timing and the Backend itself; the public names of the parts are
   re-exported, so callers keep importing them from here.
 
@@ -43,6 +45,7 @@ from .base import Kernel, Variant
 from .cpu_compile import CFLAGS, COMPILER, Harness, all_cores, compile_shared, compiler_version, load_library, set_threads
 from .cpu_memory import PAGE, CpuBuffers, GuardedArray
 from .cpu_variants import CompiledKernel, PystencilsBaseline, ScipyBaseline, codegen_dtype, launch_threads
+from .devito_cpu import DevitoBaseline
 
 __all__ = [
     "CFLAGS", "COMPILER", "FALLBACK_LLC_BYTES", "MEMORY_MARGIN", "PAGE", "CompiledKernel", "CpuBackend", "CpuBuffers",
@@ -200,6 +203,8 @@ class CpuBackend:
             names.append("pystencils")
         if importlib.util.find_spec("halide") is not None:
             names.append("halide")
+        if importlib.util.find_spec("devito") is not None:
+            names.append("devito")
         return names
 
     def prepare(self, case: Case, variant: Variant):
@@ -218,6 +223,8 @@ class CpuBackend:
             from .halide_cpu import HalideBaseline  # libHalide (~150 MB) loads only where the baseline runs
 
             return HalideBaseline(case, variant.schedule)
+        if variant.name == "devito":
+            return DevitoBaseline(case)
         raise ValueError(f"unknown CPU baseline {variant.name!r}; available: {self.baseline_names(case)}")
 
     # -- problems
