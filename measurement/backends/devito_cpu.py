@@ -33,6 +33,7 @@ Nothing here imports Django; devito itself is imported only when a baseline or t
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
@@ -100,7 +101,8 @@ class _Compiled:
         self.function.argtypes = [p._C_ctype for p in self.operator.parameters]
         self.variable_coefficient = stencil.variable_coefficient
 
-    def arguments(self, u: np.ndarray, out: np.ndarray, a: np.ndarray | None, coef: tuple[float, ...], threads: int) -> list:
+    def arguments(self, u: np.ndarray, out: np.ndarray, *, a: np.ndarray | None, coef: tuple[float, ...],
+                  threads: int) -> list:
         """The compiled function's arguments for these arrays (Operator.arguments, as apply derives them)."""
         given = {"u": u, "out": out, "nthreads": threads, **{f"c{k}": c for k, c in enumerate(coef)}}
         if self.variable_coefficient:
@@ -116,6 +118,16 @@ def _compiled(type_name: str, halo: int, precision: str) -> _Compiled:
     return _Compiled(stencil, halo, WORK_DTYPES[precision], f"devito_{type_name}_h{halo}_{precision}")
 
 
+@dataclass
+class _Launch:
+    """What every launch of one problem runs, derived at its first launch."""
+
+    calls: list[tuple[Any, list]]  # (compiled function, its arguments), in order
+    conversions: list[tuple[np.ndarray, np.ndarray]]  # f16: (f32 work array, harness input) converted first
+    back: tuple[np.ndarray, np.ndarray] | None  # f16: (y, f32 output) whose region is copied last
+    keep: tuple  # the arguments hold bare pointers: every array they point into stays alive with them
+
+
 class DevitoBaseline:
     """Devito Operators for one case (see the module docstring for the mapping)."""
 
@@ -129,7 +141,7 @@ class DevitoBaseline:
         single = "star_1" if s.time_steps > 1 else case.type
         self._final = _compiled(single, s.halo, self.precision)
         self._step = _compiled("star_1", 1, self.precision) if s.time_steps > 1 else None
-        self._problem: tuple[tuple, list] | None = None  # (key, what the launches of that problem call)
+        self._problem: tuple[tuple, _Launch] | None = None  # (arrays and coefficients, their launch)
         self.identity = {
             "library": "devito", "version": devito.__version__, "language": "openmp", "threads": self.threads,
             "opt": "advanced (Devito's default)", "compiler": " ".join(_recipe().command + _recipe().after),
@@ -141,13 +153,12 @@ class DevitoBaseline:
             self.identity["time_steps"] = (f"{s.time_steps - 1} star_1 Operator runs ping-ponging two scratch grids, "
                                            "then one star_1 Operator into y")
 
-    def _launches(self, buffers: CpuBuffers, coef: np.ndarray) -> list:
-        """What one launch of this problem runs: (compiled function, arguments, f16 conversions);
-        derived on the problem's first launch and kept while the arrays and coefficients stay."""
+    def _launch(self, buffers: CpuBuffers, coef: np.ndarray) -> _Launch:
+        """This problem's launch: derived on its first launch, kept while the arrays and coefficients stay."""
         case, work = buffers.case, WORK_DTYPES[self.precision]
         names = ("u", "a", "y") if case.stencil.variable_coefficient else ("u", "y")
         arrays = {name: buffers.array(name) for name in names}
-        key = (tuple((a.ctypes.data, a.shape, a.dtype.str) for a in arrays.values()), tuple(float(c) for c in coef))
+        key = (tuple((x.ctypes.data, x.shape, x.dtype.str) for x in arrays.values()), tuple(float(c) for c in coef))
         if self._problem is not None and self._problem[0] == key:
             return self._problem[1]
         self._problem = None  # let the previous problem's scratch go before this one's is allocated
@@ -160,24 +171,24 @@ class DevitoBaseline:
             source = u
             for step in range(case.stencil.time_steps - 1):
                 target = scratch[step % 2]
-                calls.append((self._step.function, self._step.arguments(source, target, None, key[1], self.threads)))
+                arguments = self._step.arguments(source, target, a=None, coef=key[1], threads=self.threads)
+                calls.append((self._step.function, arguments))
                 source = target
             u = source
-        calls.append((self._final.function, self._final.arguments(u, out, a, key[1], self.threads)))
-        pairs = [(used[name], arrays[name]) for name in names if name != "y"] if convert else []
-        # the arguments hold bare pointers: the launch keeps every array they point into alive
-        launch = [calls, pairs, (arrays["y"], out) if convert else None, (arrays, used, scratch)]
+        calls.append((self._final.function, self._final.arguments(u, out, a=a, coef=key[1], threads=self.threads)))
+        conversions = [(used[name], arrays[name]) for name in names if name != "y"] if convert else []
+        launch = _Launch(calls, conversions, (arrays["y"], out) if convert else None, (arrays, used, scratch))
         self._problem = (key, launch)
         return launch
 
     def run(self, buffers: CpuBuffers, coef: np.ndarray) -> None:
-        calls, conversions, back, _ = self._launches(buffers, coef)
-        for work, given in conversions:
+        launch = self._launch(buffers, coef)
+        for work, given in launch.conversions:
             np.copyto(work, given)
-        for function, arguments in calls:
+        for function, arguments in launch.calls:
             if function(*arguments) != 0:
                 raise RuntimeError(f"the Devito operator {function.__name__} returned an error")
-        if back is not None:
-            y, out = back
+        if launch.back is not None:
+            y, out = launch.back
             region = buffers.case.region
             y[region] = out[region]
