@@ -273,7 +273,7 @@ def operator_chain(backend: str, case: str) -> dict[str, Any]:
         "result": key, "case": case, "backend": backend, "status": row.status, "speedup": row.speedup,
         "verdict": {**_stamp(verdict), "verdict": data["verdict"], "state": data["state"], "reasons": data["reasons"],
                     "detail": data["detail"], "speedup": data["speedup"], "speedup_ci": data["speedup_ci"],
-                    "bound": data["bound"], "same_precision": data["same_precision"],
+                    "bound": data["bound"], "baselines": data["baselines"], "same_precision": data["same_precision"],
                     "fraction_of_copy": data["fraction_of_copy"], "candidate_median": data["candidate_median"],
                     "launch": data["candidate_launch"], "measurement_position": measured[data["measurement"]].position},
         "measurements": measurements,

@@ -26,10 +26,16 @@ from appgate.models import AppRow
 from ledger.review import signoff_states
 from measurement.models import CaseRow, OperatorResult
 
+# Every public baseline family gets a column of the kernel's speedup over it (issue 15): the
+# bound is only the fastest of them, and a reader should see how far each one is.
+BASELINE_FAMILIES = ("straightforward", "halide", "devito", "pystencils", "cupyx.ndimage", "scipy.ndimage",
+                     "torch.conv", "composed")
+BASELINE_COLUMNS = [f"over_{family.replace('.', '_')}" for family in BASELINE_FAMILIES]
 OPERATOR_COLUMNS = [
     "result", "case", "backend", "type", "precision", "shape", "status", "revised", "version", "kernel_hash",
-    "speedup", "speedup_ci_low", "speedup_ci_high", "bound_name", "bound_precision", "same_precision",
-    "fraction_of_copy", "verdict_position", "publishable", "provenance_url", "api_provenance_url",
+    "speedup", "speedup_ci_low", "speedup_ci_high", "bound_name", "bound_label", "bound_precision", "same_precision",
+    *BASELINE_COLUMNS, "fraction_of_copy", "verdict_position", "history", "publishable", "provenance_url",
+    "api_provenance_url",
 ]
 APPLICATION_COLUMNS = [
     "result", "app", "domain", "architecture", "state", "milestone", "status", "revised", "version",
@@ -72,8 +78,8 @@ def operator_rows(*, backend: str | None = None, matrix: str | None = None, stat
     results = {
         (row["backend"], row["case"]): row
         for row in OperatorResult.objects.values(
-            "result", "case", "backend", "status", "source_hash", "speedup", "speedup_ci", "bound", "same_precision",
-            "fraction_of_copy", "verdict_position", "revisions")
+            "result", "case", "backend", "status", "source_hash", "speedup", "speedup_ci", "bound", "baselines",
+            "same_precision", "fraction_of_copy", "verdict_position", "history", "revisions")
     }
     keys = set(results)
     for case, row in cases.items():
@@ -106,12 +112,29 @@ def _operator_row(backend: str, case: str, defined: dict | None, result: dict | 
         "status": status, "revised": bool(result.get("revisions")), "version": signoff["version"],
         "kernel_hash": result.get("source_hash", ""), "speedup": result.get("speedup"),
         "speedup_ci_low": ci[0], "speedup_ci_high": ci[1], "bound_name": bound.get("name", ""),
+        # bounds recorded before labels (verdict v1) are named by their variant alone
+        "bound_label": bound.get("label") or bound.get("name", ""),
         "bound_precision": bound.get("precision", ""), "same_precision": result.get("same_precision"),
+        **baseline_speedups(result.get("baselines")),
         "fraction_of_copy": result.get("fraction_of_copy"), "verdict_position": result.get("verdict_position"),
+        "history": " | ".join(result.get("history") or []),
         "publishable": status in STANDING and signoff["publishable"],
         "provenance_url": reverse("case_detail", args=[backend, case]),
         "api_provenance_url": reverse("api-provenance", args=["case", f"{backend}/{case}"]),
     }
+
+
+def baseline_speedups(baselines: dict[str, dict] | None) -> dict[str, float | None]:
+    """The kernel's speedup over each baseline family (None where it was not measured); of
+    several composed bounds, the hardest (the smallest speedup)."""
+    columns: dict[str, float | None] = dict.fromkeys(BASELINE_COLUMNS)
+    for name, baseline in (baselines or {}).items():
+        family = "composed" if name.startswith("composed(") else name
+        column = f"over_{family.replace('.', '_')}"
+        speedup = baseline.get("speedup")
+        if column in columns and speedup is not None:
+            columns[column] = speedup if columns[column] is None else min(columns[column], speedup)
+    return columns
 
 
 def application_rows(*, state: str | None = None, architecture: str | None = None, search: str | None = None,

@@ -58,7 +58,7 @@ def dashboard(request: HttpRequest) -> HttpResponse:
 OPERATOR_FILTERS = ("backend", "matrix", "status", "search")
 APPLICATION_FILTERS = ("state", "architecture", "search")
 OPERATOR_HEADERS = (("case", "case"), ("backend", "backend"), ("status", "status"), ("speedup", "speedup (95% CI)"),
-                    ("bound_name", "public bound"), ("fraction_of_copy", "% copy BW"), ("kernel_hash", "kernel"),
+                    ("bound_label", "over (public bound)"), ("fraction_of_copy", "% copy BW"), ("kernel_hash", "kernel"),
                     ("publishable", "signed off"))
 APPLICATION_HEADERS = (("app", "application"), ("domain", "domain"), ("architecture", "arch"), ("state", "state"),
                        ("milestone", "milestone"), ("status", "status"), ("headline", "headline (95% CI)"),

@@ -47,6 +47,32 @@ class ResultDowngraded(Payload):
     revises: Optional[str] = None
 
 
+class Standing(Payload):
+    """A result's speedup as one measurement found it, with the bound it was over."""
+
+    speedup: Optional[float] = None
+    speedup_ci: Optional[list[float]] = None
+    bound: Optional[dict] = None  # name, label, precision, median, identity (measurement.reports)
+    baselines: Optional[dict] = None  # every public baseline of that measurement, with the speedup over it
+
+
+# v2 (issue 15): a revision says what the result was and what the re-run measured, each with its
+# bound, so pages show a downgraded value with the CI of the same measurement and history reads
+# "was 1.85x over pystencils 2.0; 0.77x over composed(star_1 admitted x8)".
+@event_type("ResultRetracted", owner="ledger", version=2,
+            upcast_from_previous=lambda payload: {**payload, "was": None, "measured": None})
+class ResultRetractedV2(ResultRetracted):
+    was: Optional[Standing] = None
+    measured: Optional[Standing] = None
+
+
+@event_type("ResultDowngraded", owner="ledger", version=2,
+            upcast_from_previous=lambda payload: {**payload, "was": None, "measured": None})
+class ResultDowngradedV2(ResultDowngraded):
+    was: Optional[Standing] = None
+    measured: Optional[Standing] = None
+
+
 @event_type("AuditSignedOff", owner="ledger")
 class AuditSignedOff(Payload):
     result: ResultKey

@@ -67,6 +67,30 @@ class BaselinesMeasured(MeasurementEvidence):
     pass
 
 
+# v2: every variant names what exactly ran (library and version, schedule, a composed bound's
+# parts), so a verdict's bound is identified beyond its name (issue 15). Older evidence had none.
+class VariantEvidenceV2(VariantEvidence):
+    identity: dict[str, Any] = Field(default_factory=dict)
+
+
+class MeasurementEvidenceV2(MeasurementEvidence):
+    variants: list[VariantEvidenceV2]
+
+
+def _variants_without_identity(payload: dict[str, Any]) -> dict[str, Any]:
+    return {**payload, "variants": [{**variant, "identity": {}} for variant in payload["variants"]]}
+
+
+@event_type("CandidateMeasured", owner="measurement", version=2, upcast_from_previous=_variants_without_identity)
+class CandidateMeasuredV2(MeasurementEvidenceV2):
+    hypothesis: str = ""
+
+
+@event_type("BaselinesMeasured", owner="measurement", version=2, upcast_from_previous=_variants_without_identity)
+class BaselinesMeasuredV2(MeasurementEvidenceV2):
+    pass
+
+
 @event_type("GateVerdict", owner="measurement")
 class GateVerdict(Payload):
     result: str
@@ -88,6 +112,14 @@ class GateVerdict(Payload):
     same_precision: Optional[bool] = None
     prior_best: Optional[dict[str, Any]] = None
     revises: Optional[str] = None
+
+
+@event_type("GateVerdict", owner="measurement", version=2,
+            upcast_from_previous=lambda payload: {**payload, "baselines": None})
+class GateVerdictV2(GateVerdict):
+    # v2: every public baseline of the measurement with the candidate's speedup over it, and
+    # the bound with its identity and label (issue 15); v1 verdicts name only the bound
+    baselines: Optional[dict[str, dict[str, Any]]] = None
 
 
 def tuning_stream(backend: str, case_id: str) -> str:

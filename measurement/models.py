@@ -28,6 +28,8 @@ class OperatorResult(models.Model):
     speedup = models.FloatField(null=True)
     speedup_ci = models.JSONField(null=True)
     bound = models.JSONField(null=True)
+    baselines = models.JSONField(null=True)  # every public baseline of the standing measurement, with our speedup over it
+    history = models.JSONField(default=list)  # one line per revision: "was 1.850x over ...; 0.770x over ..."
     same_precision = models.BooleanField(null=True)
     fraction_of_copy = models.FloatField(null=True)
     verdict_event = models.CharField(max_length=36)

@@ -63,6 +63,8 @@ class OperatorResults(Projection):
                     "speedup": data["speedup"],
                     "speedup_ci": data["speedup_ci"],
                     "bound": data["bound"],
+                    "baselines": data["baselines"],
+                    "history": current["history"] if current else [],
                     "same_precision": data["same_precision"],
                     "fraction_of_copy": data["fraction_of_copy"],
                     "verdict_event": event.event_id,
@@ -72,7 +74,14 @@ class OperatorResults(Projection):
             )
         elif current is not None:
             current["status"] = "retracted" if event.type == "ResultRetracted" else "downgraded"
+            measured = data["measured"]
             if event.type == "ResultDowngraded":
+                # the value and CI of the same measurement, over the bound of that measurement
                 current["speedup"] = data["to_value"]
+                # (a v1 downgrade did not record them: no CI rather than the admission's)
+                current["speedup_ci"], current["bound"], current["baselines"] = (
+                    (measured["speedup_ci"], measured["bound"], measured["baselines"]) if measured
+                    else (None, current["bound"], current["baselines"]))
+            current["history"] = [*current["history"], data["reason"]]
             current["revisions"] += 1
             rows.put(data["result"], current)

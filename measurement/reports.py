@@ -33,6 +33,7 @@ class VariantReport:
     precision: str
     correctness: Correctness
     timing: VariantTiming | None = None
+    identity: dict[str, Any] = field(default_factory=dict)  # what exactly ran (Prepared.identity)
 
     @property
     def usable(self) -> bool:
@@ -59,6 +60,7 @@ class VariantReport:
             "source_hash": source_hash(kernel.source) if kernel else None,
             "source": kernel.source if kernel else None,
             "launch": kernel.launch if kernel else {},
+            "identity": self.identity,
             "correctness": correctness,
             "timing": timing,
         }
@@ -81,7 +83,7 @@ class MeasurementReport:
 
     @property
     def bound(self) -> VariantReport | None:
-        usable = [r for r in self.variants.values() if r.variant.role == "baseline" and r.usable]
+        usable = self.baselines()
         return min(usable, key=lambda r: r.timing.median) if usable else None
 
     def evidence(self) -> dict[str, Any]:
@@ -108,6 +110,25 @@ class MeasurementReport:
             "noisy": self.noisy,
         }
 
+    def baselines(self) -> list[VariantReport]:
+        """Every public baseline that was correct and timed: the candidates for the bound."""
+        return [r for r in self.variants.values() if r.variant.role == "baseline" and r.usable]
+
     @staticmethod
     def _summary(bound: VariantReport) -> dict[str, Any]:
-        return {"name": bound.variant.name, "precision": bound.precision, "median": bound.timing.median}
+        """The bound as verdicts, tables and exports name it: the variant, its identity (library
+        and version, schedule, a composed bound's parts) and its label, e.g. `pystencils 2.0`."""
+        return {"name": bound.variant.name, "label": bound_label(bound.variant.name, bound.identity),
+                "precision": bound.precision, "median": bound.timing.median, "identity": bound.identity}
+
+
+def bound_label(name: str, identity: dict[str, Any]) -> str:
+    """A bound's short name for tables: the variant's name, the library version and the tuned
+    schedule where there is one (`halide 21.0.0 [gpu_tile_32x8]`); a composed bound's name
+    already says what it is made of (`composed(star_1 admitted x8)`)."""
+    label = name
+    if identity.get("version") and identity.get("library") == name:
+        label += f" {identity['version']}"
+    if identity.get("schedule"):
+        label += f" [{identity['schedule']}]"
+    return label

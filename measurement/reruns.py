@@ -75,16 +75,44 @@ def rerun_gate(case_id: str, backend: str, actor: str, protocol: ProtocolSetting
     report = services.measure(case_id, backend, kernel, None, protocol, progress)
     outcome = services.record_verdict(report, key, actor, "gate re-run of the admitted kernel",
                                       revises=current.verdict_event, decide=_decide)
-    common = {"result": key, "rerun": str(outcome.verdict_event.event_id), "revises": current.verdict_event}
+    was = {"speedup": current.speedup, "speedup_ci": current.speedup_ci, "bound": current.bound,
+           "baselines": current.baselines}
+    verdict = outcome.verdict_event.payload
+    measured = {"speedup": outcome.speedup, "speedup_ci": verdict["speedup_ci"], "bound": verdict["bound"],
+                "baselines": verdict["baselines"]}
+    common = {"result": key, "rerun": str(outcome.verdict_event.event_id), "revises": current.verdict_event,
+              "was": was, "measured": measured}
     kind = revision(outcome.verdict, outcome.speedup_ci, current.speedup)
     if kind == "ResultRetracted":
         return outcome, append(NewEvent(stream=key, type=kind, actor=actor, payload={
-            **common, "reason": f"gate re-run: {', '.join(outcome.reasons)}: {outcome.detail}"}))
+            **common, "reason": f"gate re-run: {', '.join(outcome.reasons)}: {history_line(was, measured, outcome.detail)}"}))
     if kind == "ResultDowngraded":
         return outcome, append(NewEvent(stream=key, type=kind, actor=actor, payload={
             **common, "from_value": current.speedup, "to_value": outcome.speedup, "unit": "x",
-            "reason": f"gate re-run measured {outcome.detail}"}))
+            "reason": f"gate re-run: {history_line(was, measured, outcome.detail)}"}))
     return outcome, None
+
+
+def history_line(was: dict[str, Any], measured: dict[str, Any], detail: str) -> str:
+    """What a revision changed, bound by bound: "was 1.850x over pystencils 2.0; 0.770x over
+    composed(star_1 admitted x8) (95% CI ...)". A re-run that timed nothing has only its detail."""
+    if measured["speedup"] is None:
+        return detail
+    ci = measured["speedup_ci"]
+    return (f"was {standing_text(was)}; {measured['speedup']:.3f}x over {bound_name(measured['bound'])}"
+            + (f" (95% CI {ci[0]:.3f}-{ci[1]:.3f})" if ci else ""))
+
+
+def standing_text(standing: dict[str, Any]) -> str:
+    speedup = standing.get("speedup")
+    return f"{speedup:.3f}x over {bound_name(standing.get('bound'))}" if speedup is not None else "not timed"
+
+
+def bound_name(bound: dict[str, Any] | None) -> str:
+    """A recorded bound's label; bounds recorded before labels existed (verdict v1) have only a name."""
+    if not bound:
+        return "no bound"
+    return bound.get("label") or bound.get("name", "?")
 
 
 @dataclass

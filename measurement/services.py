@@ -35,7 +35,7 @@ from measurement.harness.protocol import CheckSpec, check_variant, time_variants
 from measurement.harness.session_info import baseline_session
 
 from . import selectors
-from .reports import MeasurementReport, VariantReport, source_hash
+from .reports import MeasurementReport, VariantReport, bound_label, source_hash
 
 MATRIX_DIR = Path(settings.BASE_DIR) / "fixtures" / "matrices"
 CASE_NAMESPACE = uuid.UUID("0f4d3c3e-7f0a-4a53-8d59-8c4f0e3a3b21")
@@ -162,7 +162,8 @@ def measure(
             if not correctness.correct:
                 raise MeasurementError(f"the harness's straightforward kernel failed its own checks: {correctness.detail}")
             floors = {check.label: check.error for check in correctness.checks}
-        reports[name] = VariantReport(variant, description["precisions"].get(name, case.precision), correctness)
+        reports[name] = VariantReport(variant, description["precisions"].get(name, case.precision), correctness,
+                                      identity=description.get("identities", {}).get(name, {}))
     # A candidate that fails its checks ends the measurement before anything is timed.
     for variant in own_child:
         failure, runs = checked[variant.name]
@@ -264,7 +265,7 @@ def _candidate_reasons(report: MeasurementReport, candidate: VariantReport) -> t
     speedup = bound.timing.median / timing.median
     ci = bootstrap_ratio_ci(bound.timing.pass_medians, timing.pass_medians)
     reasons = []
-    detail = f"{speedup:.3f}x over {bound.variant.name} (95% CI {ci[0]:.3f}-{ci[1]:.3f})"
+    detail = f"{speedup:.3f}x over {bound_label(bound.variant.name, bound.identity)} (95% CI {ci[0]:.3f}-{ci[1]:.3f})"
     if ci[0] <= 1.0:
         reasons.append("not_faster_than_public_bound")
     prior = report.variants.get("prior_best")
@@ -318,6 +319,7 @@ def record_verdict(report: MeasurementReport, key: str, actor: str, hypothesis: 
         "speedup": speedup,
         "speedup_ci": list(ci) if ci else None,
         "bound": report._summary(bound) if bound else None,
+        "baselines": _baseline_ratios(report, candidate),
         "same_precision": (bound.precision == report.case.precision) if bound else None,
         "prior_best": _prior_summary(report),
         "revises": revises,
@@ -326,6 +328,19 @@ def record_verdict(report: MeasurementReport, key: str, actor: str, hypothesis: 
         [measured, NewEvent(stream=key, type="GateVerdict", actor=actor, payload=verdict_payload)]
     )
     return GateOutcome(report, verdict, reasons, detail, speedup, ci, measured_event, verdict_event, inconclusive)
+
+
+def _baseline_ratios(report: MeasurementReport, candidate: VariantReport) -> dict[str, dict[str, Any]]:
+    """Every public baseline of the measurement with the candidate's speedup over it (None
+    where the candidate was not timed), so tables show each baseline in its own column."""
+    timed = candidate.timing is not None and candidate.usable
+    return {
+        r.variant.name: {
+            "label": bound_label(r.variant.name, r.identity), "precision": r.precision, "median": r.timing.median,
+            "speedup": r.timing.median / candidate.timing.median if timed else None, "identity": r.identity,
+        }
+        for r in report.baselines()
+    }
 
 
 def _prior_summary(report: MeasurementReport) -> dict | None:

@@ -12,6 +12,7 @@ from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import CLexer, CppLexer, DiffLexer
 
+from frontend.tables import BASELINE_COLUMNS, BASELINE_FAMILIES
 from ledger.review import MAX_TEXT_CHARS
 
 register = template.Library()
@@ -64,6 +65,12 @@ def highlight_css() -> SafeString:
 def times(value: float | None, digits: int = 2) -> str:
     """A speedup: 2.31×; an em dash when there is none."""
     return "—" if value is None else f"{value:.{digits}f}×"
+
+
+@register.filter
+def baseline_cells(row: dict) -> list[tuple[str, float]]:
+    """(baseline family, speedup over it) of an operator table row, every measured one."""
+    return [(family, row[column]) for family, column in zip(BASELINE_FAMILIES, BASELINE_COLUMNS) if row.get(column) is not None]
 
 
 @register.filter

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from importlib import metadata
 from typing import Any, Protocol
 
 import numpy as np
@@ -108,6 +109,17 @@ class Variant:
     role: str = "baseline"  # candidate | baseline | prior_best
     schedule: str | None = None  # a tuned library baseline's schedule (Halide): part of what the bound is
     steps: int = 1  # a composed bound: the single-step `kernel` launched this many times
+
+
+def library_identity(library: str, distribution: str, computes_in: str, **details: Any) -> dict[str, Any]:
+    """What a library baseline is, for its Prepared.identity: the library, the installed
+    version of its distribution (from the package metadata: no import needed) and the
+    precision it computes in."""
+    try:
+        version = metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        version = "not installed"
+    return {"library": library, "version": version, "computes_in": computes_in, **details}
 
 
 class Prepared(Protocol):

@@ -21,7 +21,7 @@ import numpy as np
 
 from measurement.harness.cases import Case
 
-from .base import CompileError
+from .base import CompileError, library_identity
 from .cpu_compile import load_library, pystencils_jit, set_threads
 from .cpu_memory import CpuBuffers
 
@@ -82,6 +82,10 @@ class ScipyBaseline:
     def precision(self) -> str:
         return "f32" if self.case.precision == "f16" else self.case.precision
 
+    @property
+    def identity(self) -> dict[str, Any]:
+        return library_identity("scipy.ndimage", "scipy", self.precision, threads=1)
+
     def run(self, buffers: CpuBuffers, coef: np.ndarray) -> None:
         from scipy import ndimage
 
@@ -112,6 +116,7 @@ class PystencilsBaseline:
         self.case = case
         self.threads = threads
         self.precision = "f32" if case.precision == "f16" else case.precision
+        self.identity = library_identity("pystencils", "pystencils", self.precision, target="CPU, OpenMP", threads=threads)
         s = case.stencil
         self._final = self._build(ghost_layers=s.halo)
         self._step = self._build(ghost_layers=s.radius) if s.time_steps > 1 else None

@@ -16,6 +16,7 @@ import numpy as np
 
 from measurement.harness.cases import Case
 
+from .base import library_identity
 from .cuda_device import cupy
 
 if TYPE_CHECKING:
@@ -77,6 +78,12 @@ class CupyxBaseline:
         self._weights = _PerCoefficients()
         self._upcast = False  # set if this cupyx cannot read f16 directly
 
+    @property
+    def identity(self) -> dict[str, Any]:
+        # the cupy distribution's name names its CUDA (cupy-cuda12x, -cuda13x): read the module's version
+        return {"library": "cupyx.scipy.ndimage", "version": cupy.__version__,
+                "computes_in": "f32" if self.case.precision == "f16" else self.precision}
+
     def _work(self, case: Case):
         if case.precision == "f16" and (self._upcast or case.stencil.time_steps > 1 or case.stencil.variable_coefficient):
             return np.dtype(np.float32)  # one rounding to f16, at the final store
@@ -128,6 +135,10 @@ class PystencilsBaseline:
         self.precision = "f32" if case.precision == "f16" else case.precision
         self._kernels: dict[int, Any] = {}
         self._named = _PerCoefficients()
+
+    @property
+    def identity(self) -> dict[str, Any]:
+        return library_identity("pystencils", "pystencils", self.precision, target="CUDA")
 
     def _kernel(self, ghost_layers: int, final: bool):
         key = (ghost_layers, final)
@@ -196,6 +207,10 @@ class TorchConvBaseline:
         self.precision = case.precision
         self._torch = None
         self._weights = _PerCoefficients()
+
+    @property
+    def identity(self) -> dict[str, Any]:
+        return library_identity("torch.conv", "torch", self.precision, backend="cuDNN, TF32 off")
 
     def _setup(self):
         import torch

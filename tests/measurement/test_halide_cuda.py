@@ -1,10 +1,11 @@
 """The CUDA backend's "halide" baseline on a real GPU (marker `gpu`), from the AOT folder that
 scripts/halide_aot.py builds here and the device call carries (scripts/halide_device_check.sh).
 
-Every compiled schedule of a case of every type and precision of the GPU matrix is run on
+The baseline goes through the services path, in the sandboxed harness children, with its
+identity recorded (first: it is the one test that needs the AOT folder visible in the sandbox);
+then every compiled schedule of a case of every type and precision of the GPU matrix is run on
 small shapes (one odd) against the float64 oracle, as the gate's checks run a baseline that
-was prepared for the matrix case; then the baseline goes through the services path, in the
-sandboxed harness children, with its identity recorded.
+was prepared for the matrix case.
 """
 from __future__ import annotations
 
@@ -68,6 +69,20 @@ def run_small(backend, case, variant, shape, seed):
     return prepared, shaped, buffers.output(), inputs, coef, buffers
 
 
+def test_halide_through_the_services_in_the_sandbox(ledger, index, monkeypatch):
+    monkeypatch.setenv("FORGESTENCIL_CUDA_BASELINES", "halide")
+    case_id = "star_1/128x128x128/f32"
+    _, event = measure_baselines(case_id, "cuda", "user:test", QUICK)
+    variants = {v["name"]: v for v in event.data["variants"]}
+    assert list(variants) == ["straightforward", "halide"]
+    halide = variants["halide"]
+    assert halide["correctness"]["correct"], halide["correctness"]["detail"]
+    assert halide["timing"] is not None and halide["timing"]["timed_output_ok"]
+    default = next(e for e in case_entries(index, case_id) if e["default"])
+    assert halide["identity"]["schedule"] == default["schedule"]
+    assert halide["identity"]["aot_sha256"] == default["aot_sha256"]
+
+
 @pytest.mark.parametrize("case_id", CASES)
 def test_every_compiled_schedule_matches_the_oracle_and_writes_only_the_region(backend, index, case_id):
     case = parse_case(case_id)
@@ -109,17 +124,3 @@ def test_a_case_outside_the_aot_folder_offers_no_halide_and_says_why(backend):
     assert "halide" not in backend.baseline_names(case)
     with pytest.raises(ValueError, match=r"no Halide AOT pipeline for star_1/40x36x45/f32: run scripts/halide_aot.py"):
         backend.prepare(case, Variant("halide"))
-
-
-def test_halide_through_the_services_in_the_sandbox(ledger, index, monkeypatch):
-    monkeypatch.setenv("FORGESTENCIL_CUDA_BASELINES", "halide")
-    case_id = "star_1/128x128x128/f32"
-    _, event = measure_baselines(case_id, "cuda", "user:test", QUICK)
-    variants = {v["name"]: v for v in event.data["variants"]}
-    assert list(variants) == ["straightforward", "halide"]
-    halide = variants["halide"]
-    assert halide["correctness"]["correct"], halide["correctness"]["detail"]
-    assert halide["timing"] is not None and halide["timing"]["timed_output_ok"]
-    default = next(e for e in case_entries(index, case_id) if e["default"])
-    assert halide["identity"]["schedule"] == default["schedule"]
-    assert halide["identity"]["aot_sha256"] == default["aot_sha256"]
