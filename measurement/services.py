@@ -35,6 +35,7 @@ from measurement.harness.protocol import CheckSpec, check_variant, time_variants
 from measurement.harness.session_info import baseline_session
 
 from . import selectors
+from .composed import composed_bounds, name_parts
 from .reports import MeasurementReport, VariantReport, bound_label, source_hash
 
 MATRIX_DIR = Path(settings.BASE_DIR) / "fixtures" / "matrices"
@@ -126,6 +127,7 @@ def measure(
     say = progress or (lambda message: None)
     seed = int.from_bytes(os.urandom(8), "little") >> 12  # < 2**52: exact in JSON
     specs = check_plan(case, backend, seed)
+    composed = composed_bounds(case, backend)  # a temporal case's T launches of star_1 kernels, timed as baselines
     schedules = selectors.tuned_schedules(backend, case.id)  # a tuned library baseline runs its chosen schedule
     # Candidates and prior bests run alone in a child each: a crash costs only their verdict.
     # On a GPU their checks and the baselines' run at the same time (nothing is timed yet); the
@@ -141,7 +143,8 @@ def measure(
     together = backend != "cpu"
     with ThreadPoolExecutor(max_workers=max(1, len(own_child)) if together else 1) as pool:
         checks = {v.name: pool.submit(_check, case, backend, v, specs, protocol.check_timeout) for v in own_child if together}
-        session = run_isolated(baseline_session, (backend, case.id, specs, schedules), protocol.check_timeout)
+        session = run_isolated(baseline_session, (backend, case.id, specs, schedules, [c.variant for c in composed]),
+                               protocol.check_timeout)
         if not session.ok:
             raise MeasurementError(f"the {backend} backend is not usable here: {session.error}")
         for variant in own_child:  # on the CPU: after the baselines, one after the other
@@ -149,11 +152,14 @@ def measure(
         checked = {name: future.result() for name, future in checks.items()}
     description, straightforward, baseline_runs = session.value
     description = {**description, "isolation": isolation}
+    name_parts(description, composed)
+    given = {bound.variant.name: bound.variant for bound in composed}
     reports: dict[str, VariantReport] = {}
     floors: dict[str, float] = {}
     references: dict = {}  # each check's float64 reference, computed once for all variants
     for name, runs in baseline_runs.items():
-        variant = Variant(name, straightforward if name == "straightforward" else None, "baseline", schedules.get(name))
+        variant = given.get(name) or Variant(name, straightforward if name == "straightforward" else None, "baseline",
+                                             schedules.get(name))
         if isinstance(runs, str):
             correctness = Correctness(False, "runtime_error", runs)
         else:

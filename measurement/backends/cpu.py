@@ -42,8 +42,9 @@ from measurement.harness import codegen
 from measurement.harness.cases import Case
 
 from .base import Kernel, Variant
+from .composed import compose
 from .cpu_compile import CFLAGS, COMPILER, Harness, all_cores, compile_shared, compiler_version, load_library, set_threads
-from .cpu_memory import PAGE, CpuBuffers, GuardedArray
+from .cpu_memory import PAGE, CpuBuffers, GuardedArray, nan_pair, step_buffers
 from .cpu_variants import CompiledKernel, PystencilsBaseline, ScipyBaseline, codegen_dtype, launch_threads
 from .devito_cpu import DevitoBaseline
 
@@ -53,6 +54,7 @@ __all__ = [
     "compiler_version", "create", "load_library", "set_threads",
 ]
 
+BASELINES_ENV = "FORGESTENCIL_CPU_BASELINES"  # comma-separated library baselines to keep (may be empty), e.g. for tests
 FALLBACK_LLC_BYTES = 64 * 1024 * 1024
 MEMORY_MARGIN = 0.8  # of the memory free for a case: the rest is the interpreter, libraries, the flush buffer
 
@@ -205,12 +207,16 @@ class CpuBackend:
             names.append("halide")
         if importlib.util.find_spec("devito") is not None:
             names.append("devito")
+        chosen = os.environ.get(BASELINES_ENV)
+        if chosen is not None:
+            names = names[:1] + [name for name in names[1:] if name in {n.strip() for n in chosen.split(",")}]
         return names
 
     def prepare(self, case: Case, variant: Variant):
         if variant.kernel is not None:
             threads = launch_threads(dict(variant.kernel.launch or {}))
-            return CompiledKernel(case, case.precision, compile_shared(variant.kernel.source), threads)
+            return compose(case, variant, CompiledKernel(case, case.precision, compile_shared(variant.kernel.source), threads),
+                           nan_pair, step_buffers)
         if variant.name == "straightforward":
             return CompiledKernel(case, case.precision, compile_shared(codegen.straightforward_c(case)))
         if variant.name == "scipy.ndimage":

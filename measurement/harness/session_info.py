@@ -15,11 +15,12 @@ from .protocol import CheckRun, CheckSpec, check_variant
 
 
 def baseline_session(backend_name: str, case_id: str, specs: list[CheckSpec], schedules: dict[str, str] | None = None,
-                     ) -> tuple[dict[str, Any], Kernel, dict[str, list[CheckRun] | str]]:
+                     extra: list[Variant] | None = None) -> tuple[dict[str, Any], Kernel, dict[str, list[CheckRun] | str]]:
     """(description with each baseline's precision and identity, the straightforward kernel,
     {baseline name: its check runs, or the error that stopped it}). `schedules` names the tuned
     schedule of a library baseline ({"halide": "fused_z4"}, measurement.selectors.tuned_schedules);
-    a baseline not named runs its default."""
+    a baseline not named runs its default. `extra` are baselines the parent made (the composed
+    bounds of measurement.composed), checked here like the backend's own."""
     backend = get_backend(backend_name)
     case = parse_case(case_id)
     ensure_fits(backend, case)  # the first child of a measurement: refuse a case too large for the backend here
@@ -27,6 +28,7 @@ def baseline_session(backend_name: str, case_id: str, specs: list[CheckSpec], sc
     variants = [Variant("straightforward", straightforward, "baseline")]
     variants += [Variant(name, schedule=(schedules or {}).get(name)) for name in backend.baseline_names(case)
                  if name != "straightforward"]
+    variants += extra or []
     precisions = {"straightforward": case.precision}
     identities: dict[str, dict[str, Any]] = {}
     runs: dict[str, list[CheckRun] | str] = {}
