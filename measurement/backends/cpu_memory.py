@@ -104,3 +104,19 @@ class CpuBuffers:
     def input_array(self, name: str) -> np.ndarray:
         """A copy of the input's current contents."""
         return self.arrays[name].array.copy()
+
+
+def nan_pair(case: Case) -> tuple[GuardedArray, GuardedArray]:
+    """Two NaN-filled arrays of the case's shape and type: a composed bound's scratch grids
+    (measurement.backends.composed), page-aligned like every array a kernel is given."""
+    pair = (GuardedArray(case.shape, case.dtype, None), GuardedArray(case.shape, case.dtype, None))
+    for scratch in pair:
+        scratch.array.fill(np.nan)
+    return pair
+
+
+def step_buffers(buffers: CpuBuffers, src: GuardedArray | None, dst: GuardedArray | None) -> CpuBuffers:
+    """Buffers of one launch of a composed bound: input u = `src`, output y = `dst` (None: the
+    problem's own). No pristine copies: the problem's own buffers check its inputs."""
+    arrays = {"u": src or buffers.arrays["u"], "y": dst or buffers.arrays["y"]}
+    return CpuBuffers(buffers.case, None, arrays, {})

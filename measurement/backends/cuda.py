@@ -46,6 +46,7 @@ from measurement.harness.cases import Case
 
 from .base import Kernel, Variant, fill_output_poison
 from .cuda_baselines import CupyxBaseline, PystencilsBaseline, TorchConvBaseline, device_coefficients
+from .cuda_bounds import composed_on_cuda, historical_baselines, historical_kernel
 from .cuda_compile import NVRTC_OPTIONS, checked_launch, compile_module, compiled_kernel
 from .cuda_device import DeviceFacts, compute_processes, cuda_version, cupy, device_facts, query_gpu, version_of
 from .halide_cuda import HalideCudaBaseline, compiled_cases
@@ -318,7 +319,7 @@ class CudaBackend:
     # -- variants
 
     def straightforward(self, case: Case) -> Kernel:
-        return Kernel(source=codegen.straightforward_cuda(case), launch={k: list(v) for k, v in codegen.DEFAULT_CUDA_LAUNCH.items()})
+        return Kernel(source=codegen.straightforward_cuda(case), launch=codegen.straightforward_cuda_launch(case))
 
     def empty(self, case: Case) -> Kernel:
         """The ABI with an empty body, launched as one block of one warp: its time is the fixed
@@ -327,7 +328,7 @@ class CudaBackend:
         return Kernel(source=codegen.empty_cuda(case), launch={"block": [32, 1, 1], "tile": [1 << 30, 1 << 30, 1 << 30]})
 
     def baseline_names(self, case: Case) -> list[str]:
-        names = ["straightforward", "cupyx.ndimage"]
+        names = ["straightforward", "cupyx.ndimage", *historical_baselines(case)]
         if importlib.util.find_spec("pystencils") is not None:
             names.append("pystencils")
         if importlib.util.find_spec("torch") is not None:
@@ -343,9 +344,10 @@ class CudaBackend:
     def prepare(self, case: Case, variant: Variant):
         if variant.kernel is not None:
             launch = checked_launch(case, variant.kernel.launch, self.device)
-            return compiled_kernel(case, variant.kernel.source, launch)
-        if variant.name == "straightforward":
-            return compiled_kernel(case, codegen.straightforward_cuda(case), dict(codegen.DEFAULT_CUDA_LAUNCH))
+            return composed_on_cuda(case, variant, compiled_kernel(case, variant.kernel.source, launch))
+        if variant.name == "straightforward" or variant.name in historical_baselines(case):
+            kernel = self.straightforward(case) if variant.name == "straightforward" else historical_kernel(case, variant.name)
+            return compiled_kernel(case, kernel.source, kernel.launch)
         if variant.name == "cupyx.ndimage":
             return CupyxBaseline(case)
         if variant.name == "pystencils":

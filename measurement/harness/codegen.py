@@ -28,6 +28,9 @@ Temporal types (diamond_tsT, T > 1 applications of star_1):
   loaded (129 loads for T = 4, 6017 for T = 16). Not the T-step arithmetic of the reference,
   but the same linear map; its only rounding to the storage type is the final store.
 
+Single-step f16 cases on CUDA get a kernel of their own, four x points per thread with 8-byte
+vector loads (measurement.harness.codegen_f16); their scalar kernel stays a historical baseline.
+
 Nothing here imports Django.
 """
 from __future__ import annotations
@@ -45,7 +48,8 @@ C_TYPES = {"f16": "_Float16", "f32": "float", "f64": "double"}
 CUDA_TYPES = {"f16": "__half", "f32": "float", "f64": "double"}
 ACC_TYPES = {"f16": "float", "f32": "float", "f64": "double"}
 
-# The straightforward CUDA kernel maps one thread to one grid point; tile = block.
+# The scalar straightforward CUDA kernel maps one thread to one grid point; tile = block. The
+# single-step f16 kernel computes four x points per thread: straightforward_cuda_launch.
 DEFAULT_CUDA_LAUNCH: dict[str, Any] = {"block": [32, 8, 1]}
 
 
@@ -88,7 +92,7 @@ def grid_extents(case: Case) -> tuple[int, int, int]:
 # ---------------------------------------------------------------- shared helpers
 
 
-def _index_expr(offset: tuple[int, ...], base: str = "i") -> str:
+def index_expr(offset: tuple[int, ...], base: str = "i") -> str:
     """`i + dz*sz + dy*sy + dx` for an offset in array-axis order (z, y, x) or (y, x)."""
     strides = ("sz", "sy", "")[3 - len(offset):]
     text = base
@@ -105,7 +109,7 @@ def _index_expr(offset: tuple[int, ...], base: str = "i") -> str:
     return text
 
 
-def _header(case: Case, language: str) -> str:
+def header(case: Case, language: str) -> str:
     s = case.stencil
     lines = [
         f"/* Straightforward {language} kernel for {case.type}/{case.precision} (any shape; nz, ny, nx come at run time),",
@@ -118,14 +122,14 @@ def _header(case: Case, language: str) -> str:
     return "\n".join(lines)
 
 
-def _coefficient_locals(case: Case, indent: str) -> list[str]:
+def coefficient_locals(case: Case, indent: str) -> list[str]:
     return [f"{indent}const acc_t c{k} = (acc_t)coef[{k}];" for k in range(len(case.stencil.classes))]
 
 
-def _sum_lines(case: Case, load, indent: str) -> list[str]:
+def sum_lines(case: Case, load, indent: str) -> list[str]:
     """`acc += c<k> * LOAD(u, i + off);` for every offset, in the stencil's order."""
     s = case.stencil
-    return [f"{indent}acc += c{k} * {load(_index_expr(o))};" for o, k in zip(s.offsets, s.class_index)]
+    return [f"{indent}acc += c{k} * {load(index_expr(o))};" for o, k in zip(s.offsets, s.class_index)]
 
 
 # ---------------------------------------------------------------- C
@@ -136,7 +140,7 @@ def straightforward_c(case: Case) -> str:
     s = case.stencil
     elem, acc = c_type(case.precision), acc_type(case.precision)
     out = [
-        _header(case, "C"),
+        header(case, "C"),
         "#include <stddef.h>",
         "#include <stdlib.h>" if s.time_steps > 1 else None,
         "",
@@ -148,7 +152,7 @@ def straightforward_c(case: Case) -> str:
         "    const ptrdiff_t sy = nx;",
         "    const ptrdiff_t sz = (ptrdiff_t)nx * ny;",
         "    (void)sz; (void)a;",
-        *_coefficient_locals(case, "    "),
+        *coefficient_locals(case, "    "),
     ]
     if s.time_steps == 1:
         out += _c_sweep(case, str(s.halo), src="u", dst="y", src_is_elem=True, dst_is_elem=True)
@@ -184,7 +188,7 @@ def _c_sweep(case: Case, halo: str, src: str, dst: str, src_is_elem: bool, dst_i
             "            const ptrdiff_t i = j * sy + x;",
         ]
         indent, tail = "            ", ["        }", "    }"]
-    body = [f"{indent}acc_t acc = 0;", *_sum_lines(case, load, indent), f"{indent}{store}"]
+    body = [f"{indent}acc_t acc = 0;", *sum_lines(case, load, indent), f"{indent}{store}"]
     return head + body + tail
 
 
@@ -234,13 +238,30 @@ def _c_time_steps(case: Case) -> list[str]:
 
 
 def straightforward_cuda(case: Case) -> str:
-    """CUDA C++ source of the straightforward kernel `stencil` (one thread per grid point,
-    launched with tile = block, e.g. DEFAULT_CUDA_LAUNCH)."""
+    """CUDA C++ source of the straightforward kernel `stencil`, launched with
+    straightforward_cuda_launch(case): single-step f16 cases get the vectorised kernel of
+    codegen_f16 (imported here: it builds on this module's helpers), every other case the scalar one."""
+    from .codegen_f16 import straightforward_cuda_f16, vectorised
+
+    return straightforward_cuda_f16(case) if vectorised(case) else straightforward_cuda_scalar(case)
+
+
+def straightforward_cuda_launch(case: Case) -> dict[str, Any]:
+    """The launch JSON of straightforward_cuda(case) (a fresh dict of lists)."""
+    from .codegen_f16 import LAUNCH, vectorised
+
+    return {key: list(value) for key, value in (LAUNCH if vectorised(case) else DEFAULT_CUDA_LAUNCH).items()}
+
+
+def straightforward_cuda_scalar(case: Case) -> str:
+    """The scalar straightforward kernel: one thread per grid point, launched with tile = block
+    (DEFAULT_CUDA_LAUNCH), one load per neighbour. For f16 single-step cases it is the historical
+    baseline `straightforward_f16_scalar` (codegen_f16 says why it was replaced)."""
     s = case.stencil
     f16 = case.precision == "f16"
     composed = s.time_steps > 1
     out = [
-        _header(case, "CUDA"),
+        header(case, "CUDA"),
         "#include <cuda_fp16.h>" if f16 else None,
         "",
         f"typedef {cuda_type(case.precision)} elem_t;",
@@ -273,8 +294,8 @@ def straightforward_cuda(case: Case) -> str:
         out += cuda_composed_sum()
     else:
         load = lambda index: f"LOAD(u, {index})"  # noqa: E731
-        out += _coefficient_locals(case, "    ")
-        out += ["    acc_t acc = 0;", *_sum_lines(case, load, "    ")]
+        out += coefficient_locals(case, "    ")
+        out += ["    acc_t acc = 0;", *sum_lines(case, load, "    ")]
     result = "acc * LOAD(a, i)" if s.variable_coefficient else "acc"
     out += [f"    y[i] = STORE({result});", "}"]
     return "\n".join(line for line in out if line is not None) + "\n"

@@ -56,7 +56,8 @@ FIX = ("install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap; ./dev and
        "(recorded on every verdict)")
 PRELOAD = ("numpy", "measurement.harness.protocol", "measurement.harness.session_info", "measurement.backends.cpu",
            "cupy", "torch", "pystencils", "sympy")
-ENV_NAMES = {"PATH", "LANG", "LANGUAGE", "TZ", "LD_LIBRARY_PATH", "FORGESTENCIL_CC", "FORGESTENCIL_CUDA_BASELINES"}
+ENV_NAMES = {"PATH", "LANG", "LANGUAGE", "TZ", "LD_LIBRARY_PATH", "FORGESTENCIL_CC", "FORGESTENCIL_CUDA_BASELINES",
+             "FORGESTENCIL_CPU_BASELINES"}
 ENV_PREFIXES = ("LC_", "OMP_", "GOMP_", "KMP_", "MKL_", "OPENBLAS_", "CUDA_", "NVIDIA_", "CUPY_")
 PASS_ENV = "FORGESTENCIL_SANDBOX_PASS_ENV"  # comma-separated names an operator (or a test) passes in on purpose
 NEVER_PASSED = re.compile(r"KEY|SECRET|TOKEN|PASSW|CREDENTIAL|DATABASE|BROKER|URL|^FORGESTENCIL_|^LEDGER_|^CELERY_|^DJANGO",

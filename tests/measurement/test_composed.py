@@ -1,0 +1,87 @@
+"""The composed bound of a temporal case on the CPU: T launches of a star_1 kernel, a baseline like any other."""
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from measurement.backends import cpu
+from measurement.backends.base import Kernel, Variant
+from measurement.composed import composed_bounds, straightforward_step
+from measurement.harness import codegen
+from measurement.harness.cases import parse_case
+from measurement.harness.oracle import make_inputs, reference, relative_error
+from measurement.harness.plan import ProtocolSettings
+from measurement.services import gate_candidate, result_key
+
+QUICK = ProtocolSettings(passes=2, launches=2, warmup=1, max_attempts=1)
+# Several times faster than the straightforward f16 kernel, which GCC 12 leaves scalar: T launches
+# of it beat the straightforward diamond kernel by far more than a shared machine's noise.
+F16C = (Path(__file__).parent / "cheats" / "honest_f16c.c").read_text()
+SHAPE = "32x32x32"
+
+
+def test_a_composed_bound_launches_its_single_step_kernel_t_times_into_y_and_nan_around_the_region():
+    backend = cpu.create()
+    case = parse_case("diamond_ts4/19x21x23/f32")
+    single = parse_case("star_1/19x21x23/f32")
+    variant = Variant("composed(straightforward x4)", straightforward_step(single, "cpu"), steps=4)
+    prepared = backend.prepare(case, variant)
+    inputs = make_inputs(case, 11)
+    buffers = backend.allocate(case, inputs, "end")
+    buffers.poison_output()
+    prepared.run(buffers, backend.coefficients(case.coefficients()))
+    assert prepared.launches == 4  # T launches of the single step, no copy pass
+    prepared.run(buffers, backend.coefficients(case.coefficients()))
+    assert prepared.launches == 8
+    out = buffers.output()
+    assert relative_error(out[case.region], reference(case, inputs, case.coefficients())) < 1e-6
+    outside = out.copy()
+    outside[case.region] = np.nan
+    assert np.isnan(outside).all() and buffers.inputs_unchanged()
+    assert prepared.identity == {"steps": 4, "single_step_case": single.id, "single_step_launch": {},
+                                 "single_step_source_hash": hashlib.sha256(codegen.straightforward_c(single).encode()).hexdigest()}
+
+
+def test_the_straightforward_single_step_is_the_backends_own():
+    single = parse_case(f"star_1/{SHAPE}/f16")
+    assert straightforward_step(single, "cpu") == cpu.create().straightforward(single)
+    cuda = straightforward_step(single, "cuda")
+    assert cuda.source == codegen.straightforward_cuda(single) and cuda.launch == codegen.straightforward_cuda_launch(single)
+
+
+def test_a_case_that_is_not_temporal_has_no_composed_bound(ledger):
+    assert composed_bounds(parse_case(f"star_1/{SHAPE}/f32"), "cpu") == []
+
+
+@pytest.mark.one_database
+def test_a_diamond_candidate_slower_than_t_launches_of_the_admitted_star_1_kernel_is_rejected_naming_them(
+        ledger, monkeypatch):
+    monkeypatch.setenv("FORGESTENCIL_CPU_BASELINES", "")  # the bound among straightforward and the composed ones
+    star = f"star_1/{SHAPE}/f16"
+    with monkeypatch.context() as lifted:
+        from tests.conftest import lift_speed_rule
+
+        lift_speed_rule(lifted)
+        admission = gate_candidate(star, "cpu", Kernel(F16C, {"threads": 1}), "agent:test", protocol=QUICK)
+    assert admission.verdict == "admitted", admission.detail
+    diamond = f"diamond_ts4/{SHAPE}/f16"
+    assert [b.variant.name for b in composed_bounds(parse_case(diamond), "cpu")] == [
+        "composed(star_1 admitted x4)", "composed(straightforward x4)"]
+    # The straightforward diamond kernel on one thread: correct, and slower than four F16C launches.
+    slow = Kernel(codegen.straightforward_c(parse_case(diamond)), {"threads": 1})
+    outcome = gate_candidate(diamond, "cpu", slow, "agent:test", protocol=QUICK)
+    composed = outcome.report.variants["composed(star_1 admitted x4)"]
+    assert composed.correctness.correct and composed.usable and composed.variant.steps == 4
+    assert composed.identity["admitted_under"] == result_key("cpu", star)
+    assert composed.identity["single_step_source_hash"] == hashlib.sha256(F16C.encode()).hexdigest()
+    assert composed.identity["steps"] == 4 and composed.identity["single_step_case"] == star
+    data = outcome.verdict_event.data
+    assert outcome.verdict == "rejected" and data["reasons"] == ["not_faster_than_public_bound"]
+    assert data["bound"]["name"] == "composed(star_1 admitted x4)"
+    assert "over composed(star_1 admitted x4)" in data["detail"]
+    recorded = {v["name"]: v for v in outcome.measured_event.data["variants"]}
+    assert recorded["composed(star_1 admitted x4)"]["source_hash"] == hashlib.sha256(F16C.encode()).hexdigest()
+    assert recorded["composed(straightforward x4)"]["identity"]["admitted_under"] is None
