@@ -212,6 +212,15 @@ class CpuBackend:
             names = names[:1] + [name for name in names[1:] if name in {n.strip() for n in chosen.split(",")}]
         return names
 
+    def baseline_schedules(self, case: Case, library: str) -> tuple[str, dict[str, str]]:
+        """(version, {name: text}) of the library's schedule family for the case, default first:
+        the candidates of a tuning run (measurement.tuning). Only Halide has schedules."""
+        if library != "halide":
+            raise ValueError(f"the CPU backend has no schedule family for {library!r}; only for 'halide'")
+        from . import halide_algorithm
+
+        return halide_algorithm.VERSION, halide_algorithm.schedules(case, "cpu")
+
     def prepare(self, case: Case, variant: Variant):
         if variant.kernel is not None:
             threads = launch_threads(dict(variant.kernel.launch or {}))

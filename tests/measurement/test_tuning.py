@@ -17,8 +17,8 @@ from measurement.tuning import tune_baseline
 
 QUICK = ProtocolSettings(passes=2, launches=2, warmup=1, max_attempts=1)
 # box_2 in f32: the straightforward kernel is scalar (125 loads a point, no restrict, so no
-# vectorisation), Halide vectorises; measured here 20 ms against 0.9 ms. The slow candidate sits
-# between them by construction (vectorised, but one thread and every point twice: 3.5 ms).
+# vectorisation), Halide vectorises; measured here 20 ms against 0.9 ms. The slow candidate is
+# built to sit between them (vectorised, but one thread and every point twice: 3.5 ms).
 CASE = "box_2/48x48x48/f32"
 SLOW = (Path(__file__).parent / "cheats" / "slow_box2.c").read_text()
 
@@ -38,10 +38,12 @@ def test_tuning_records_every_schedule_and_the_gate_then_holds_candidates_to_it(
     outcome = gate_candidate(CASE, "cpu", Kernel(SLOW, {"threads": 1}), "agent:test", protocol=QUICK)
     identity = outcome.report.description["identities"]["halide"]
     assert identity["schedule"] == data["chosen"] and identity["tuned"] is True
-    medians = {name: v.timing.median for name, v in outcome.report.variants.items() if v.timing}
-    assert medians["candidate"] < medians["straightforward"]  # it beats the naive kernel ...
-    assert outcome.verdict == "rejected" and outcome.reasons == ["not_faster_than_public_bound"]  # ... not Halide
+    # Which of the candidate and the straightforward kernel is faster is left to the timings
+    # (a loaded 2-core machine can swap them: once measured so here); what the gate must do is
+    # hold the candidate to the fastest baseline, the tuned Halide schedule, and reject it.
+    assert outcome.verdict == "rejected" and outcome.reasons == ["not_faster_than_public_bound"]
     assert outcome.verdict_event.data["bound"]["name"] == "halide"
+    assert outcome.verdict_event.data["state"] == "correct"
 
 
 @pytest.mark.one_database
