@@ -137,3 +137,21 @@ def test_a_composed_bound_on_the_device_launches_its_kernel_t_times_into_y_and_n
     outside = out.copy()
     outside[case.region] = np.nan
     assert np.isnan(outside).all() and buffers.inputs_unchanged()
+
+
+@pytest.mark.gpu
+def test_the_f16_rate_benchmark_checks_then_times_all_three_kernels_on_one_grid(backend, monkeypatch):
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "f16_naive_rate.py"
+    spec = importlib.util.spec_from_file_location("f16_naive_rate", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    monkeypatch.setattr(bench, "PASSES", 2)
+    monkeypatch.setattr(bench, "LAUNCHES", 2)
+    result = bench.measure_grid(backend, "box_1/64x64x128", 3)
+    assert all(check["correct"] for check in result["checks"].values())
+    assert set(result["kernels"]) == {"f32", "f16", "f16_scalar"}
+    assert all(len(k["samples_s"]) == 2 and k["bytes_per_s"] > 0 for k in result["kernels"].values())
+    assert result["ratio"] == result["kernels"]["f16"]["bytes_per_s"] / result["kernels"]["f32"]["bytes_per_s"]
