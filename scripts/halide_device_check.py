@@ -153,6 +153,7 @@ def main() -> int:
               f"{row.get('default')} {default.get('median_ms', float('nan')):8.3f} ms correct={row.get('default_correct')} | "
               f"best {row.get('best', {}).get('schedule')} {row.get('best', {}).get('median_ms', float('nan')):8.3f} ms"
               + (f" | {row['error']}" if "error" in row else ""), flush=True)
+    Path(args.out).write_text(json.dumps(report, indent=1) + "\n")  # with not_run, where the deadline stopped it
     return 0
 
 
