@@ -35,7 +35,8 @@ from .services import MeasurementError
 
 
 def tune_baseline(case_id: str, backend: str, library: str = "halide", *, actor: str,
-                  protocol: ProtocolSettings | None = None, progress: Callable[[str], None] | None = None) -> RecordedEvent:
+                  protocol: ProtocolSettings | None = None,
+                  progress: Callable[[str], None] | None = None) -> RecordedEvent:
     """Check and time every schedule of `library`'s family on the case; record them all and the
     fastest correct one (BaselineTuned). MeasurementError when nothing can run here."""
     case = parse_case(case_id)
@@ -56,7 +57,8 @@ def tune_baseline(case_id: str, backend: str, library: str = "halide", *, actor:
     candidates = []
     for number, (name, text) in enumerate(schedules.items(), 1):
         say(f"[{number}/{len(schedules)}] {library} {name}: checking on {len(specs)} fresh inputs, then timing")
-        candidate = _try_schedule(case, backend, Variant(library, schedule=name), text, specs, spec, protocol, references)
+        variant = Variant(library, schedule=name)
+        candidate = _try_schedule(case, backend, variant, text, specs, spec, protocol, references)
         say(f"    {_outcome(candidate)}")
         candidates.append(candidate)
     correct = [c for c in candidates if c.correct]
@@ -79,9 +81,13 @@ def _try_schedule(case: Case, backend: str, variant: Variant, text: str, specs: 
                   protocol: ProtocolSettings, references: dict) -> ScheduleCandidate:
     """One schedule's checks and, if they pass, its timing; any failure is the candidate's error."""
     checked = run_isolated(check_variant, (backend, case.id, variant, specs), protocol.check_timeout)
-    correctness = judge_checks(case, specs, checked.value, references=references) if checked.ok else correctness_from_failure(checked)
+    if checked.ok:
+        correctness = judge_checks(case, specs, checked.value, references=references)
+    else:
+        correctness = correctness_from_failure(checked)
     if not correctness.correct:
-        return ScheduleCandidate(name=variant.schedule, text=text, correct=False, error=f"{correctness.reason}: {correctness.detail}")
+        error = f"{correctness.reason}: {correctness.detail}"
+        return ScheduleCandidate(name=variant.schedule, text=text, correct=False, error=error)
     coefficients = tuple(float(c) for c in case.coefficients())
     timed = run_isolated(time_variants, (backend, case.id, [variant], coefficients, spec), protocol.timing_timeout)
     if not timed.ok:

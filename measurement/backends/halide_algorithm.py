@@ -134,13 +134,13 @@ def _cpu_family(case: Case) -> dict[str, str]:
                  f"out.split(z, zo, zi, {{slab}}, G).vectorize(x, {v}, G).parallel(zo)\n"
                  f"for f in steps[:-1]:\n    f.compute_at(out, zo).vectorize(x, {v}, G)")
         return {"root_steps": root, "fused_z4": fused.format(slab=4), "fused_z16": fused.format(slab=16)}
+    rows = "fuse(y, z, rows)" if s.dims == 3 else "split(y, rows, y, 8, G)"
+    tiles = "z" if s.dims == 3 else "yo"
     family = {
         f"vec_par_{outer}": f"out.vectorize(x, {v}, G).parallel({outer})",
-        "vec_par_rows": ("rows = hl.Var('rows')\n" + (f"out.vectorize(x, {v}, G).fuse(y, z, rows).parallel(rows)"
-                                                      if s.dims == 3 else
-                                                      f"out.vectorize(x, {v}, G).split(y, rows, y, 8, G).parallel(rows)")),
+        "vec_par_rows": f"rows = hl.Var('rows')\nout.vectorize(x, {v}, G).{rows}.parallel(rows)",
         "tiled": ("xo, yo, xi, yi = hl.Var('xo'), hl.Var('yo'), hl.Var('xi'), hl.Var('yi')\n"
-                  f"out.tile(x, y, xo, yo, xi, yi, {4 * v}, 8, G).vectorize(xi, {v}, G).parallel({outer if s.dims == 3 else 'yo'})"),
+                  f"out.tile(x, y, xo, yo, xi, yi, {4 * v}, 8, G).vectorize(xi, {v}, G).parallel({tiles})"),
     }
     if s.dims == 3:
         family["vec_unroll_y2"] = f"out.vectorize(x, {v}, G).unroll(y, 2, G).parallel(z)"
@@ -165,14 +165,16 @@ def _z_march(func: str, bx: int, by: int, slab: int, unroll: bool) -> str:
 
 def _cuda_family(case: Case) -> dict[str, str]:
     name, _ = GPU_AUTOSCHEDULER
-    auto = {f"auto_{name.lower()}": AUTOSCHEDULE + name + "".join(f" {k}={v}" for k, v in GPU_AUTOSCHEDULER_PARAMS.items())}
+    settings = "".join(f" {k}={v}" for k, v in GPU_AUTOSCHEDULER_PARAMS.items())
+    auto = {f"auto_{name.lower()}": AUTOSCHEDULE + name + settings}
     return {**_cuda_hand_written(case), **auto}
 
 
 def _cuda_hand_written(case: Case) -> dict[str, str]:
     s = case.stencil
     if s.dims == 2:
-        return {f"gpu_{bx}x{by}": VARS + _gpu_tile("out", 2, (bx, by)) for bx, by in ((32, 8), (64, 4), (128, 2), (32, 16))}
+        return {f"gpu_{bx}x{by}": VARS + _gpu_tile("out", 2, (bx, by))
+                for bx, by in ((32, 8), (64, 4), (128, 2), (32, 16))}
     if s.time_steps > 1:
         # Step-by-step (one kernel per step) or fused: each block marches z with every earlier
         # step computed plane by plane into shared memory (store_at the block, compute_at the
@@ -186,7 +188,8 @@ def _cuda_hand_written(case: Case) -> dict[str, str]:
             "gpu_sliding_z16": fused.format(slab=16),
             "gpu_sliding_z64": fused.format(slab=64),
         }
-    family = {f"gpu_{bx}x{by}x{bz}": VARS + _gpu_tile("out", 3, (bx, by, bz)) for bx, by, bz in ((32, 8, 1), (64, 4, 1), (32, 4, 2))}
+    family = {f"gpu_{bx}x{by}x{bz}": VARS + _gpu_tile("out", 3, (bx, by, bz))
+              for bx, by, bz in ((32, 8, 1), (64, 4, 1), (32, 4, 2))}
     family["gpu_32x8_zmarch8"] = VARS + _z_march("out", 32, 8, 8, False)
     family["gpu_32x8_zmarch8_unrolled"] = VARS + _z_march("out", 32, 8, 8, True)
     family["gpu_32x4_zmarch16"] = VARS + _z_march("out", 32, 4, 16, False)
@@ -216,7 +219,8 @@ def _autoschedule(pipeline: hl.Pipeline, case: Case, target: str, params: dict[s
     for key, param in params.items():
         param.set_estimates([(0, len(case.stencil.classes))] if key == "coef" else [(0, n) for n in extents])
     pipeline.outputs()[0].set_estimates([(h, n - 2 * h) for n in extents])
-    results = pipeline.apply_autoscheduler(halide_target(target), hl.AutoschedulerParams(name, dict(s.split("=", 1) for s in settings)))
+    chosen = hl.AutoschedulerParams(name, dict(s.split("=", 1) for s in settings))
+    results = pipeline.apply_autoscheduler(halide_target(target), chosen)
     # Halide makes Func names unique per process ("out_1" for the second "out" built): the
     # recorded text uses the algorithm's own names, so one schedule has one text.
     return UNIQUIFIED.sub(r"\1", results.schedule_source)

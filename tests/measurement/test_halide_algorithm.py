@@ -39,11 +39,13 @@ def test_every_cpu_schedule_computes_the_case_and_writes_only_its_region(case_id
         assert np.isnan(y[outside].astype(np.float64)).all(), f"{case_id} {name} wrote outside the region"
 
 
-@pytest.mark.parametrize("case_id", ["varcoef_star_1/9x10x11/f16", "box_1/7x8x9/f32", "star2d_4/13x12/f64", "diamond_ts2/9x9x9/f16"])
+@pytest.mark.parametrize("case_id",
+                         ["varcoef_star_1/9x10x11/f16", "box_1/7x8x9/f32", "star2d_4/13x12/f64", "diamond_ts2/9x9x9/f16"])
 def test_the_default_schedule_is_correct_for_every_type_and_precision(case_id):
     case = parse_case(case_id)
     built = ha.build(case, "cpu")
-    assert built.schedule == ha.default_schedule(case, "cpu") and built.schedule_text == ha.schedules(case, "cpu")[built.schedule]
+    assert built.schedule == ha.default_schedule(case, "cpu")
+    assert built.schedule_text == ha.schedules(case, "cpu")[built.schedule]
     _, error = realize(case, built)
     assert error <= TOLERANCE[case.precision]
 

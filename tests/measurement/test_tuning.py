@@ -50,6 +50,7 @@ def test_tuning_records_every_schedule_and_the_gate_then_holds_candidates_to_it(
 def test_a_library_without_a_schedule_family_is_refused_and_nothing_is_recorded(ledger):
     errors = StringIO()
     with pytest.raises(CommandError, match="1 of 1 cases not tuned: star_1/16x16x16/f32"):
-        call_command("tune_baselines", "--backend", "cpu", "--case", "star_1/16x16x16/f32", "--library", "devito", stderr=errors)
+        call_command("tune_baselines", "--backend", "cpu", "--case", "star_1/16x16x16/f32", "--library", "devito",
+                     stderr=errors)
     assert "the CPU backend has no schedule family for 'devito'" in errors.getvalue()
     assert stream_events(tuning_stream("cpu", "star_1/16x16x16/f32")) == []
