@@ -52,7 +52,7 @@ for _path in (str(HERE), str(ROOT)):
 
 from ledger.verify_export import ExportError  # noqa: E402
 from operator_table_export import Export, load  # noqa: E402
-from operator_table_history import refuted_section, rerun_section, rounds_section  # noqa: E402
+from operator_table_history import refuted_section, regate_section, rerun_section, rounds_section  # noqa: E402
 from operator_table_render import case_table, display, header, summary  # noqa: E402
 from operator_table_rows import machine  # noqa: E402
 
@@ -70,7 +70,7 @@ def render(path: Path, matrix: str | None = None, backend: str | None = None, ve
     export = load(path, matrix, backend, verify)
     mach = machine(export)
     lines = (header(export, command_text(export, matrix, backend)) + summary(export, mach) + case_table(export, mach)
-             + rounds_section(export) + refuted_section(export) + rerun_section(export))
+             + rounds_section(export) + refuted_section(export) + rerun_section(export) + regate_section(export))
     return "\n".join(lines).rstrip("\n") + "\n"
 
 

@@ -1,9 +1,10 @@
 """The sections of benchmarks/operator_table.py on how the results came about and whether they
-held: each case's forging rounds, the refuted directions (from the perf log) and the
-whole-matrix re-run.
+held: each case's forging rounds, the refuted directions (from the perf log), the
+whole-matrix re-run and the re-gate against the bounds the re-runs measured.
 """
 from __future__ import annotations
 
+import math
 from collections import Counter, defaultdict
 
 from forge_campaign import CampaignView
@@ -127,6 +128,51 @@ def rerun_section(export: Export) -> list[str]:
         "",
         "| case | admitted [95% CI] | re-run [95% CI] | re-run / admitted | within the band | re-run verdict | revisions appended |",
         "|---|---|---|---|---|---|---|",
+        *rows,
+        "",
+    ]
+
+
+def regate_section(export: Export) -> list[str]:
+    """Each standing case's latest re-run that names every baseline (GateVerdict v2, issue 15):
+    the speedup over the bound that re-run measured, with its label, and over each baseline; how
+    many cases still beat their bound (the CI's lower end above 1) and the geomean per precision.
+    A re-gate with new baselines (Halide, the composed bound, the fair f16 kernel) shows here
+    what the admitted numbers, measured against older bounds, no longer can."""
+    latest = {}
+    for case in export.cases:
+        result = export.results.get(case)
+        named = [r for r in (result.reruns if result else []) if r["payload"].get("baselines") is not None]
+        if named:
+            latest[case] = named[-1]["payload"]
+    if not latest:
+        return []
+    families = sorted({name for q in latest.values() for name in q["baselines"]})
+    rows, wins, per_precision = [], 0, defaultdict(list)
+    for case, q in latest.items():
+        ci = q.get("speedup_ci")
+        win = bool(ci and ci[0] > 1.0 and q["verdict"] in ("reconfirmed", "admitted"))
+        wins += win
+        if q.get("speedup"):
+            per_precision[case.rsplit("/", 1)[-1]].append(q["speedup"])
+        bound = (q.get("bound") or {})
+        over = [q["baselines"].get(name, {}).get("speedup") for name in families]
+        rows.append(f"| {case} | {ratio_ci(export.results[case].payload.get('speedup'), export.results[case].payload.get('speedup_ci'))}"
+                    f" over {cell((export.results[case].payload.get('bound') or {}).get('name', '?'))} | "
+                    f"{ratio_ci(q.get('speedup'), ci)} | {cell(bound.get('label') or bound.get('name', '–'))} | "
+                    + " | ".join(f"{x:.2f}x" if x else "–" for x in over) + f" | {'yes' if win else 'no'} | {q['verdict']} |")
+    geomeans = "; ".join(f"{precision}: {math.exp(sum(map(math.log, values)) / len(values)):.2f}x over {len(values)} cases"
+                         for precision, values in sorted(per_precision.items()))
+    return [
+        "## Re-gate against every public baseline",
+        "",
+        f"The latest re-run of each standing result that timed every baseline in the same measurement: "
+        f"**{wins} of {len(latest)} still beat their bound** (95% CI above 1). Geomean speedup over the bound, per "
+        f"precision: {geomeans or 'none'}.",
+        "",
+        "| case | admitted over | re-gate [95% CI] | bound of the re-gate | "
+        + " | ".join(f"over {cell(name)}" for name in families) + " | still wins | verdict |",
+        "|---|---|---|---|" + "---|" * len(families) + "---|---|",
         *rows,
         "",
     ]

@@ -107,7 +107,7 @@ def case_table(export: Export, mach: Machine) -> list[str]:
         fraction = f"{p['fraction_of_copy']:.0%}" if p.get("fraction_of_copy") is not None else "–"
         fraction += f" ({bandwidth(copy)})" if copy else ""
         bound = p.get("bound") or {}
-        speed = ratio_ci(p.get("speedup"), p.get("speedup_ci")) + f" over {bound.get('name', '?')}"
+        speed = ratio_ci(p.get("speedup"), p.get("speedup_ci")) + f" over {bound.get('label') or bound.get('name', '?')}"
         if result.status == "downgraded":
             speed = f"{result.speedup:.2f}x (downgraded; admitted at {speed})"
         elif not result.standing:
