@@ -30,7 +30,7 @@ def test_a_verdict_names_its_bound_and_every_baseline(ledger, admit):
     assert f"over {bound['label']}" in verdict["detail"]
 
 
-def test_the_table_and_its_csv_carry_the_bound_and_a_column_per_baseline(ledger, admit):
+def test_the_table_its_api_and_its_csv_carry_the_bound_and_a_column_per_baseline(client, ledger, admit):
     verdict = admit().verdict_event.data
     row = next(r for r in operator_rows() if r["case"] == TINY)
     assert row["bound_label"] == verdict["bound"]["label"]
@@ -39,6 +39,12 @@ def test_the_table_and_its_csv_carry_the_bound_and_a_column_per_baseline(ledger,
     assert row["over_torch_conv"] is None  # not a CPU baseline: an empty cell, not a zero
     parsed = list(csv.DictReader(io.StringIO(table_csv([row], OPERATOR_COLUMNS))))
     assert set(BASELINE_COLUMNS) <= set(parsed[0]) and parsed[0]["bound_label"] == verdict["bound"]["label"]
+    api = next(r for r in client.get("/api/tables/operator-cases/").json() if r["case"] == TINY)
+    assert api["bound_label"] == verdict["bound"]["label"] and api["over_scipy_ndimage"] == row["over_scipy_ndimage"]
+    served = list(csv.DictReader(io.StringIO(client.get("/api/tables/operator-cases/", {"format": "csv"}).content.decode())))
+    assert next(r for r in served if r["case"] == TINY)["bound_label"] == verdict["bound"]["label"]
+    schema = client.get("/api/schema/", {"format": "json"}).json()["components"]["schemas"]["OperatorRow"]["properties"]
+    assert {"bound_label", "history", *BASELINE_COLUMNS} <= set(schema)
 
 
 def test_the_case_page_lists_every_baseline(client, ledger, admit):
