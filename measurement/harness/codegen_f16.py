@@ -37,7 +37,7 @@ from __future__ import annotations
 from typing import Any
 
 from .cases import Case
-from .codegen import coefficient_locals, header, index_expr, sum_lines
+from .codegen_base import coefficient_locals, header, index_expr, sum_lines
 
 POINTS = 4  # x points per thread: one 8-byte vector of halves
 LAUNCH: dict[str, Any] = {"block": [32, 8, 1], "tile": [32 * POINTS, 8, 1]}
