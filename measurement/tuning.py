@@ -2,33 +2,36 @@
 measurement.backends.halide_algorithm) is that library's public bound for a case on a backend.
 
 A tuning run checks every schedule of the family with the gate's checks (check_plan: fresh
-inputs, an odd shape, three coefficient sets, guard pages) and times each correct one with the
+inputs, an odd shape, three coefficient sets, guard pages) and times the correct ones with the
 canonical protocol (flush, decoy fill and read-back of every launch), then records all of them,
 and the fastest correct one as chosen, in one BaselineTuned event. Every later measurement of
 the case on the backend runs the library with the chosen schedule (measurement.services.measure
 reads it with selectors.tuned_schedules), so the bound a candidate must beat is the library at
 its best known schedule, not its default, and the verdict names that schedule.
 
-Each schedule is timed in a child of its own: the harness keys a timing run's variants by
-name and every schedule is the same variant ("halide" with another `schedule`). All of them
-run with the same timing seed; the chosen one is then timed against the other baselines, in
-the same passes, in every measurement that uses it.
+Two children a run, whatever the family's size: one checks every schedule
+(session_info.schedule_session), one times every correct schedule in the same interleaved passes
+(time_variants), each schedule a variant of its own name, "halide[z_march]" (Variant.library).
+Schedules compared in one run see the same clocks, load and thermal state: the project's rule
+for any comparison. A schedule that fails at the case's full shape (the checks run smaller
+ones) is left out of the passes with its error, not allowed to cost the others their timing.
 """
 from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from functools import partial
 
 from ledger.records import RecordedEvent
 from ledger.services import NewEvent, append
-from measurement.backends.base import Variant
+from measurement.backends.base import scheduled
 from measurement.harness.cases import Case, parse_case
 from measurement.harness.isolation import SandboxUnavailable, run_isolated
 from measurement.harness.isolation import describe as isolation_description
-from measurement.harness.judge import correctness_from_failure, judge_checks, summarise_timing
+from measurement.harness.judge import judge_checks, summarise_timing
 from measurement.harness.plan import DEFAULT_PROTOCOL, ProtocolSettings, check_plan, timing_spec
-from measurement.harness.protocol import CheckSpec, TimingSpec, check_variant, time_variants
-from measurement.harness.session_info import baseline_schedules
+from measurement.harness.protocol import CheckRun, CheckSpec, TimingSpec, time_variants
+from measurement.harness.session_info import schedule_session
 
 from .events import ScheduleCandidate, tuning_stream
 from .services import MeasurementError
@@ -46,23 +49,28 @@ def tune_baseline(case_id: str, backend: str, library: str = "halide", *, actor:
         raise MeasurementError(str(error)) from None
     protocol = protocol or DEFAULT_PROTOCOL[backend]
     say = progress or (lambda message: None)
-    family = run_isolated(baseline_schedules, (backend, case.id, library), protocol.check_timeout)
-    if not family.ok:
-        raise MeasurementError(f"no {library} schedules for {case.id} on {backend}: {family.error}")
-    version, schedules = family.value
     seed = int.from_bytes(os.urandom(8), "little") >> 12  # < 2**52: exact in JSON
     specs = check_plan(case, backend, seed)
     spec = timing_spec(protocol, seed + 1)
+    say(f"checking every {library} schedule of {case.id} on {len(specs)} fresh inputs (one child)")
+    session = run_isolated(schedule_session, (backend, case.id, library, specs), protocol.check_timeout)
+    if not session.ok:
+        raise MeasurementError(f"no {library} schedules for {case.id} on {backend}: {session.error}")
+    version, schedules, runs = session.value
     references: dict = {}  # each check's float64 reference, computed once for all schedules
+    errors = {name: _check_error(case, specs, runs[name], references) for name in schedules}
+    correct = [name for name, error in errors.items() if error is None]
+    say(f"{len(correct)} of {len(schedules)} schedules correct; timing them in the same passes "
+        f"({protocol.passes} x {protocol.launches} launches)")
+    timings = _time_schedules(case, backend, library, correct, spec, protocol) if correct else {}
     candidates = []
-    for number, (name, text) in enumerate(schedules.items(), 1):
-        say(f"[{number}/{len(schedules)}] {library} {name}: checking on {len(specs)} fresh inputs, then timing")
-        variant = Variant(library, schedule=name)
-        candidate = _try_schedule(case, backend, variant, text, specs, spec, protocol, references)
-        say(f"    {_outcome(candidate)}")
+    for name, text in schedules.items():
+        median, spread, medians, error = timings.get(name, (None, None, [], errors[name]))
+        candidate = ScheduleCandidate(name=name, text=text, correct=error is None, error=error, median=median,
+                                      spread=spread, pass_medians=medians)
+        say(f"    {library} {name}: {_outcome(candidate)}")
         candidates.append(candidate)
-    correct = [c for c in candidates if c.correct]
-    chosen = min(correct, key=lambda c: c.median) if correct else None
+    chosen = min((c for c in candidates if c.correct), key=lambda c: c.median, default=None)
     say(f"chosen: {chosen.name}" if chosen else f"no correct {library} schedule: measurements keep the default")
     return append(NewEvent(stream=tuning_stream(backend, case.id), type="BaselineTuned", actor=actor, payload={
         "case": case.id,
@@ -77,29 +85,41 @@ def tune_baseline(case_id: str, backend: str, library: str = "halide", *, actor:
     }))
 
 
-def _try_schedule(case: Case, backend: str, variant: Variant, text: str, specs: list[CheckSpec], spec: TimingSpec,
-                  protocol: ProtocolSettings, references: dict) -> ScheduleCandidate:
-    """One schedule's checks and, if they pass, its timing; any failure is the candidate's error."""
-    checked = run_isolated(check_variant, (backend, case.id, variant, specs), protocol.check_timeout)
-    if checked.ok:
-        correctness = judge_checks(case, specs, checked.value, references=references)
-    else:
-        correctness = correctness_from_failure(checked)
-    if not correctness.correct:
-        error = f"{correctness.reason}: {correctness.detail}"
-        return ScheduleCandidate(name=variant.schedule, text=text, correct=False, error=error)
+def _check_error(case: Case, specs: list[CheckSpec], runs: list[CheckRun] | str, references: dict) -> str | None:
+    """Why a schedule failed its checks (the child's error, or the judge's reason), or None."""
+    if isinstance(runs, str):
+        return f"runtime_error: {runs}"
+    correctness = judge_checks(case, specs, runs, references=references)
+    return None if correctness.correct else f"{correctness.reason}: {correctness.detail}"
+
+
+Timing = tuple[float | None, float | None, list[float], str | None]  # median, spread, pass medians, error
+
+
+def _time_schedules(case: Case, backend: str, library: str, names: list[str], spec: TimingSpec,
+                    protocol: ProtocolSettings) -> dict[str, Timing]:
+    """Every named schedule timed in one child, in the same interleaved passes; each one's
+    timing, or why it has none (left out at the full shape, wrong timed output, too fast)."""
+    variants = [scheduled(library, name) for name in names]
     coefficients = tuple(float(c) for c in case.coefficients())
-    timed = run_isolated(time_variants, (backend, case.id, [variant], coefficients, spec), protocol.timing_timeout)
+    timed = run_isolated(partial(time_variants, leave_out_failing=True), (backend, case.id, variants, coefficients, spec),
+                         protocol.timing_timeout)
     if not timed.ok:
-        return ScheduleCandidate(name=variant.schedule, text=text, correct=False, error=f"timing failed: {timed.error}")
-    timing = summarise_timing(case, timed.value, coefficients, spec)[variant.name]
-    error = None
-    if timing.impossible:
-        error = "impossible_speed: faster than the copy-bandwidth floor"
-    elif not timing.timed_output_ok:
-        error = f"timed_output_mismatch: {timing.timed_output_detail or timing.timed_output_error}"
-    return ScheduleCandidate(name=variant.schedule, text=text, correct=error is None, error=error, median=timing.median,
-                             spread=timing.spread, pass_medians=timing.pass_medians)
+        return {name: (None, None, [], f"timing failed: {timed.error}") for name in names}
+    summary = summarise_timing(case, timed.value, coefficients, spec)
+    timings: dict[str, Timing] = {}
+    for name, variant in zip(names, variants):
+        if variant.name in timed.value.left_out:
+            timings[name] = (None, None, [], f"failed at the case's shape: {timed.value.left_out[variant.name]}")
+            continue
+        timing = summary[variant.name]
+        error = None
+        if timing.impossible:
+            error = "impossible_speed: faster than the copy-bandwidth floor"
+        elif not timing.timed_output_ok:
+            error = f"timed_output_mismatch: {timing.timed_output_detail or timing.timed_output_error}"
+        timings[name] = (timing.median, timing.spread, timing.pass_medians, error)
+    return timings
 
 
 def _outcome(candidate: ScheduleCandidate) -> str:

@@ -110,6 +110,19 @@ class Variant:
     schedule: str | None = None  # a tuned library baseline's schedule (Halide): part of what the bound is
     steps: int = 1  # a composed bound: the single-step `kernel` launched this many times
 
+    @property
+    def library(self) -> str:
+        """The library baseline this variant runs: its name before any "[schedule]". A tuning run
+        (measurement.tuning) times all of a library's schedules in the same passes, and the
+        harness keys a run's variants by name, so each schedule is a variant of its own name,
+        "halide[z_march]", which the backends prepare as "halide" with that schedule."""
+        return self.name.split("[", 1)[0]
+
+
+def scheduled(library: str, schedule: str) -> Variant:
+    """The variant of one schedule of a library baseline, named apart from its siblings (Variant.library)."""
+    return Variant(f"{library}[{schedule}]", schedule=schedule)
+
 
 def library_identity(library: str, distribution: str, computes_in: str, **details: Any) -> dict[str, Any]:
     """What a library baseline is, for its Prepared.identity: the library, the installed

@@ -12,10 +12,12 @@ The parts:
 * `cpu_memory`: arrays live in anonymous mmap'd memory so that a PROT_NONE guard page can sit
   right after (`guard="end"`) or right before (`guard="start"`) each array.
 * `cpu_variants`: the compiled kernel and the baselines: "straightforward"
-  (measurement.harness.codegen), "scipy.ndimage" (correlate with a weight array;
-  single-threaded; f16 computed in f32) and "pystencils" where it is importable (pystencils 2.0
-  JIT, OpenMP; f16 computed in f32), its modules built through the same cache instead of
-  pystencils' per-user object cache, which nothing verifies; "halide" where it is importable
+  (measurement.harness.codegen; for single-step f16 cases the F16C kernel of codegen_c, whose
+  scalar predecessor stays the historical baseline "straightforward_f16_scalar", prepared
+  here), "scipy.ndimage" (correlate with a weight array; single-threaded; f16 computed in f32)
+  and "pystencils" where it is importable (pystencils 2.0 JIT, OpenMP; f16 computed in f32),
+  its modules built through the same cache instead of pystencils' per-user object cache, which
+  nothing verifies; "halide" where it is importable
   (measurement.backends.halide_cpu: Halide 21 JIT with a schedule of its family).
   "devito" where it is importable (measurement.backends.devito_cpu: Devito Operators, OpenMP;
   f16 computed in f32), compiled through the same cache instead of Devito's JIT folder.
@@ -56,11 +58,18 @@ __all__ = [
 
 BASELINES_ENV = "FORGESTENCIL_CPU_BASELINES"  # comma-separated library baselines to keep (may be empty), e.g. for tests
 FALLBACK_LLC_BYTES = 64 * 1024 * 1024
+F16_SCALAR = "straightforward_f16_scalar"  # historical: the scalar f16 kernel the F16C one replaced
 MEMORY_MARGIN = 0.8  # of the memory free for a case: the rest is the interpreter, libraries, the flush buffer
 
 
 def create() -> "CpuBackend":
     return CpuBackend()
+
+
+def historical_baselines(case: Case) -> list[str]:
+    """The scalar f16 kernel where `straightforward` is now the F16C one: still timed, so every
+    measurement shows what the old bound was and how far the new one moved it."""
+    return [F16_SCALAR] if codegen.vectorised_c(case) else []
 
 
 # ---------------------------------------------------------------- the backend
@@ -200,7 +209,7 @@ class CpuBackend:
         return Kernel(source=codegen.empty_c(case), launch={"threads": 1})
 
     def baseline_names(self, case: Case) -> list[str]:
-        names = ["straightforward", "scipy.ndimage"]
+        names = ["straightforward", "scipy.ndimage", *historical_baselines(case)]
         if importlib.util.find_spec("pystencils") is not None:
             names.append("pystencils")
         if importlib.util.find_spec("halide") is not None:
@@ -228,13 +237,15 @@ class CpuBackend:
                            nan_pair, step_buffers)
         if variant.name == "straightforward":
             return CompiledKernel(case, case.precision, compile_shared(codegen.straightforward_c(case)))
+        if variant.name in historical_baselines(case):
+            return CompiledKernel(case, case.precision, compile_shared(codegen.straightforward_c_scalar(case)))
         if variant.name == "scipy.ndimage":
             return ScipyBaseline(case)
         if variant.name == "pystencils":
             if importlib.util.find_spec("pystencils") is None:
                 raise ValueError("pystencils is not installed")
             return PystencilsBaseline(case)
-        if variant.name == "halide":
+        if variant.library == "halide":  # "halide" or one schedule of a tuning run, "halide[name]"
             from .halide_cpu import HalideBaseline  # libHalide (~150 MB) loads only where the baseline runs
 
             return HalideBaseline(case, variant.schedule)

@@ -49,7 +49,7 @@ from .cuda_baselines import CupyxBaseline, PystencilsBaseline, TorchConvBaseline
 from .cuda_bounds import composed_on_cuda, historical_baselines, historical_kernel
 from .cuda_compile import NVRTC_OPTIONS, checked_launch, compile_module, compiled_kernel
 from .cuda_device import DeviceFacts, compute_processes, cuda_version, cupy, device_facts, query_gpu, version_of
-from .halide_cuda import HalideCudaBaseline, compiled_cases
+from .halide_cuda import HalideCudaBaseline, compiled_cases, schedule_family
 
 BASELINES_ENV = "FORGESTENCIL_CUDA_BASELINES"
 COPY_LAUNCHES = 20
@@ -341,6 +341,14 @@ class CudaBackend:
             names = ["straightforward"] + [name for name in names[1:] if name in wanted]
         return names
 
+    def baseline_schedules(self, case: Case, library: str) -> tuple[str, dict[str, str]]:
+        """(version, {name: text}) of the library's schedules for the case, default first: the
+        candidates of a tuning run (measurement.tuning). Only Halide has schedules: those of the
+        carried AOT folder (halide_cuda.schedule_family)."""
+        if library != "halide":
+            raise ValueError(f"the CUDA backend has no schedule family for {library!r}; only for 'halide'")
+        return schedule_family(case)
+
     def prepare(self, case: Case, variant: Variant):
         if variant.kernel is not None:
             launch = checked_launch(case, variant.kernel.launch, self.device)
@@ -358,7 +366,7 @@ class CudaBackend:
             if importlib.util.find_spec("torch") is None:
                 raise ValueError("torch is not installed")
             return TorchConvBaseline(case)
-        if variant.name == "halide":
+        if variant.library == "halide":  # "halide" or one schedule of a tuning run, "halide[name]"
             return HalideCudaBaseline(case, variant.schedule)
         raise ValueError(f"unknown CUDA baseline {variant.name!r}; available: {self.baseline_names(case)}")
 

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from measurement.harness.cases import Case
 
 from .cuda_device import cupy
-from .halide_aot import aot_dir, entry_for, read_index
+from .halide_aot import aot_dir, case_entries, entry_for, read_index
 
 if TYPE_CHECKING:
     from .cuda import CudaBuffers
@@ -164,6 +164,22 @@ class HalideCudaBaseline:
         if code != 0:
             raise RuntimeError(f"Halide pipeline {self.identity['schedule']} on {buffers.case.id} failed ({code}): "
                                f"{_last_error(self._lib)}")
+
+
+def schedule_family(case: Case, folder: Path | None = None) -> tuple[str, dict[str, str]]:
+    """(Halide's version, {schedule: text}) of the case's entries in the AOT folder, default first:
+    the candidates of a tuning run on the GPU (CudaBackend.baseline_schedules). A schedule whose
+    compilation failed stays in: preparing it raises its recorded reason (entry_for), so the
+    tuning run records why it could not be chosen. ValueError where the folder has no entry."""
+    folder = folder or aot_dir()
+    index = read_index(folder)
+    if index is None:
+        raise ValueError(f"no Halide AOT folder at {folder}: run scripts/halide_aot.py and carry it")
+    entries = case_entries(index, case.id)
+    if not entries:
+        entry_for(index, case.id, None)  # raises, saying how to build the case's pipelines
+    entries.sort(key=lambda entry: not entry["default"])  # stable: the build's order after the default
+    return index["halide_version"], {entry["schedule"]: entry["schedule_text"] for entry in entries}
 
 
 def compiled_cases(folder: Path | None = None) -> set[str]:

@@ -81,6 +81,7 @@ class TimingRun:
     environment_before: dict[str, Any] = field(default_factory=dict)
     environment_after: dict[str, Any] = field(default_factory=dict)
     wall_seconds: float = 0.0
+    left_out: dict[str, str] = field(default_factory=dict)  # variant -> why it was not timed (leave_out_failing)
 
 
 def prepare_variant(backend, case, variant: Variant):
@@ -96,7 +97,12 @@ def prepare_variant(backend, case, variant: Variant):
 def check_variant(backend_name: str, case_id: str, variant: Variant, checks: list[CheckSpec]) -> list[CheckRun]:
     backend = get_backend(backend_name)
     case = parse_case(case_id)
-    prepared = prepare_variant(backend, case, variant)
+    return run_checks(backend, case, prepare_variant(backend, case, variant), checks)
+
+
+def run_checks(backend, case, prepared, checks: list[CheckSpec]) -> list[CheckRun]:
+    """The check runs of a prepared variant: check_variant's, or one of several that a child
+    checks with one preparation each (measurement.harness.session_info)."""
     runs = []
     for spec in checks:
         shaped = case.with_shape(spec.shape)
@@ -114,7 +120,7 @@ def check_variant(backend_name: str, case_id: str, variant: Variant, checks: lis
 
 
 def rotated(names: list[str], pass_index: int, interleave: bool) -> list[str]:
-    if not interleave:
+    if not interleave or not names:
         return list(names)
     shift = pass_index % len(names)
     return names[shift:] + names[:shift]
@@ -149,23 +155,37 @@ class LaunchWatch:
 
 
 def time_variants(backend_name: str, case_id: str, variants: list[Variant], coefficients: tuple[float, ...], spec: TimingSpec,
-                  pipelined: tuple[str, ...] = ()) -> TimingRun:
+                  pipelined: tuple[str, ...] = (), leave_out_failing: bool = False) -> TimingRun:
     """Every variant in every pass, in rotated order, k launches each; raw samples returned.
 
     Every launch starts from a freshly filled output and every timed launch's output is read
     back (the module docstring says why). `pipelined` names variants timed by
     pipelined_launches instead (one fill before and one read-back after the batch): only the
-    protocol ablation asks for it (asymmetric timing), never a measurement that admits anything."""
+    protocol ablation asks for it (asymmetric timing), never a measurement that admits anything.
+
+    With `leave_out_failing`, a variant whose preparation or warm-up (at least one launch, each
+    variant synchronised on its own) raises is left out of the passes, its error in
+    TimingRun.left_out, instead of failing the run: a tuning run (measurement.tuning) times a
+    library's schedules together, and the checks ran smaller shapes than the case's, at which a
+    schedule can still fail (diamond_ts8's sliding windows did not launch on the H200). A
+    failure during the passes fails the run either way."""
     started = time.perf_counter()
     backend = get_backend(backend_name)
     case = parse_case(case_id)
     ensure_fits(backend, case)
     environment_before = backend.environment()
     copy_bandwidth = backend.copy_bandwidth(case.points * case.dtype.itemsize)
-    prepared = {variant.name: prepare_variant(backend, case, variant) for variant in variants}
+    prepared, left_out = {}, {}
+    for variant in variants:
+        try:
+            prepared[variant.name] = prepare_variant(backend, case, variant)
+        except Exception as exc:
+            if not leave_out_failing:
+                raise
+            left_out[variant.name] = f"{type(exc).__name__}: {exc}"
     buffers = backend.allocate(case, make_inputs(case, spec.seed))
     coef = backend.coefficients(np.asarray(coefficients))
-    names = [variant.name for variant in variants]
+    names = list(prepared)
     empty = backend.prepare(case, Variant("empty", backend.empty(case)))
     overhead = sorted(backend.time_launches(empty, buffers, coef, max(9, spec.launches), spec.flush))
     # The fastest empty launch, not the median: the impossible-speed check subtracts it, and an
@@ -177,12 +197,21 @@ def time_variants(backend_name: str, case_id: str, variants: list[Variant], coef
     corners = len(points) - spec.sample_count
     read_some = buffers.sampler(points[: corners + LAUNCH_SAMPLE_POINTS])
     rng = np.random.default_rng(np.random.SeedSequence(spec.sample_seed).spawn(1)[0])
-    if spec.warmup:
+    warmup = max(spec.warmup, 1) if leave_out_failing else spec.warmup
+    if warmup:
         for name in names:
-            warm = LaunchWatch(buffers, read_some, rng, spec.warmup)
-            for launch in range(spec.warmup):
-                warm.before(launch)
-                prepared[name].run(buffers, coef)
+            warm = LaunchWatch(buffers, read_some, rng, warmup)
+            try:
+                for launch in range(warmup):
+                    warm.before(launch)
+                    prepared[name].run(buffers, coef)
+                if leave_out_failing:
+                    backend.synchronize()  # an asynchronous launch failure shows here, for this variant
+            except Exception as exc:
+                if not leave_out_failing:
+                    raise
+                left_out[name] = f"{type(exc).__name__}: {exc}"
+        names = [name for name in names if name not in left_out]
         backend.synchronize()
     samples: dict[str, list[list[float]]] = {name: [] for name in names}
     output_samples: dict[str, list[float]] = {}
@@ -217,4 +246,5 @@ def time_variants(backend_name: str, case_id: str, variants: list[Variant], coef
         environment_before=environment_before,
         environment_after=backend.environment(),
         wall_seconds=time.perf_counter() - started,
+        left_out=left_out,
     )

@@ -1,17 +1,19 @@
 """Child-side: what a backend offers for one case, and the checks of all its baselines.
 
 Baselines are harness code, so they share one child (one process start, one CUDA context)
-instead of one each; candidates and prior bests still get a child of their own.
+instead of one each; candidates and prior bests still get a child of their own. So do the
+schedules of a tuning run (measurement.tuning): all of a library's schedules are checked in one
+child (schedule_session).
 """
 from __future__ import annotations
 
 from typing import Any
 
 from measurement.backends import get_backend
-from measurement.backends.base import Kernel, Variant, ensure_fits
+from measurement.backends.base import Kernel, Variant, ensure_fits, scheduled
 
-from .cases import parse_case
-from .protocol import CheckRun, CheckSpec, check_variant
+from .cases import Case, parse_case
+from .protocol import CheckRun, CheckSpec, prepare_variant, run_checks
 
 
 def baseline_session(backend_name: str, case_id: str, specs: list[CheckSpec], schedules: dict[str, str] | None = None,
@@ -29,25 +31,41 @@ def baseline_session(backend_name: str, case_id: str, specs: list[CheckSpec], sc
     variants += [Variant(name, schedule=(schedules or {}).get(name)) for name in backend.baseline_names(case)
                  if name != "straightforward"]
     variants += extra or []
-    precisions = {"straightforward": case.precision}
+    precisions, identities, runs = check_each(backend, case, variants, specs)
+    description = {**backend.describe(), "precisions": {"straightforward": case.precision, **precisions},
+                   "identities": identities}
+    return description, straightforward, runs
+
+
+def schedule_session(backend_name: str, case_id: str, library: str,
+                     specs: list[CheckSpec]) -> tuple[str, dict[str, str], dict[str, list[CheckRun] | str]]:
+    """(the library's version, {schedule name: text} of its family for the case, default first,
+    {schedule name: its check runs, or the error that stopped it}): the first child of a tuning
+    run (measurement.tuning), which checks every schedule of the family where the baseline runs."""
+    backend = get_backend(backend_name)
+    case = parse_case(case_id)
+    ensure_fits(backend, case)
+    family = getattr(backend, "baseline_schedules", None)
+    if family is None:
+        raise ValueError(f"the {backend_name} backend has no schedule families (Backend.baseline_schedules)")
+    version, schedules = family(case, library)
+    _, _, runs = check_each(backend, case, [scheduled(library, name) for name in schedules], specs)
+    return version, schedules, {name: runs[scheduled(library, name).name] for name in schedules}
+
+
+def check_each(backend, case: Case, variants: list[Variant], specs: list[CheckSpec]) -> tuple[
+        dict[str, str], dict[str, dict[str, Any]], dict[str, list[CheckRun] | str]]:
+    """({name: precision}, {name: identity}, {name: check runs or error}) of each variant, prepared
+    once and checked in this child; a variant that cannot run here is reported, not fatal."""
+    precisions: dict[str, str] = {}
     identities: dict[str, dict[str, Any]] = {}
     runs: dict[str, list[CheckRun] | str] = {}
     for variant in variants:
         try:
-            prepared = backend.prepare(case, variant)
+            prepared = prepare_variant(backend, case, variant)
             precisions[variant.name] = prepared.precision
             identities[variant.name] = dict(getattr(prepared, "identity", None) or {})
-            runs[variant.name] = check_variant(backend_name, case_id, variant, specs)
-        except Exception as exc:  # a baseline that cannot run here is reported, not fatal
+            runs[variant.name] = run_checks(backend, case, prepared, specs)
+        except Exception as exc:  # reported, not fatal
             runs[variant.name] = f"{type(exc).__name__}: {exc}"
-    return {**backend.describe(), "precisions": precisions, "identities": identities}, straightforward, runs
-
-
-def baseline_schedules(backend_name: str, case_id: str, library: str) -> tuple[str, dict[str, str]]:
-    """(the library's version, {schedule name: text} of its family for the case, default first):
-    what a tuning run (measurement.tuning) checks and times, read where the baseline runs."""
-    backend = get_backend(backend_name)
-    family = getattr(backend, "baseline_schedules", None)
-    if family is None:
-        raise ValueError(f"the {backend_name} backend has no schedule families (Backend.baseline_schedules)")
-    return family(parse_case(case_id), library)
+    return precisions, identities, runs

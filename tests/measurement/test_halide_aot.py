@@ -1,6 +1,6 @@
 """The Halide AOT index (measurement.backends.halide_aot): which compiled pipeline a case and
-schedule get, and the reason recorded on the case where there is none. No GPU, no halide:
-the index is the JSON that scripts/halide_aot.py writes, here with two cases."""
+schedule get, and the reason recorded on the case where there is none. No GPU: the index is the
+JSON that scripts/halide_aot.py writes, here with two cases, or a real build of one small case."""
 from __future__ import annotations
 
 import hashlib
@@ -9,7 +9,9 @@ import lzma
 
 import pytest
 
-from measurement.backends.halide_aot import INDEX_NAME, entry_for, read_index, unpack
+from measurement.backends import get_backend, halide_algorithm
+from measurement.backends.base import scheduled
+from measurement.backends.halide_aot import AOT_ENV, INDEX_NAME, build_case, entry_for, read_index, unpack, write_index
 from measurement.backends.halide_cuda import HalideCudaBaseline, compiled_cases
 from measurement.harness.cases import parse_case
 
@@ -70,3 +72,28 @@ def test_packed_objects_unpack_once_and_only_to_the_object_they_name(tmp_path):
     with pytest.raises(ValueError, match=f"{'0' * 64}.so.xz does not unpack to the object it names"):
         unpack(tmp_path)
     assert not (tmp_path / f"{'0' * 64}.so").exists()
+
+
+def test_the_cuda_backend_offers_the_folders_schedules_of_a_case_to_tune_with_failed_ones_failing_loudly(tmp_path,
+                                                                                                         monkeypatch):
+    """A real build for one small case (halide compiles for the CUDA target here, no GPU needed),
+    plus one schedule recorded as not compiled: the tuning run's candidates on the GPU."""
+    case = parse_case("star_1/16x16x16/f32")
+    entries = build_case(case, tmp_path)
+    entries.append({"case": case.id, "schedule": "gpu_broken", "default": False, "schedule_text": "out.gpu_tile(...)",
+                    "error": "CompileError: too many threads"})
+    write_index(tmp_path, entries, matrix="test")
+    monkeypatch.setenv(AOT_ENV, str(tmp_path))
+    backend = get_backend("cuda")
+    version, family = backend.baseline_schedules(case, "halide")
+    built = halide_algorithm.schedules(case, "cuda")
+    assert version == halide_algorithm.VERSION and list(family) == [*built, "gpu_broken"]
+    assert next(iter(family)) == halide_algorithm.default_schedule(case, "cuda")
+    assert {name: family[name] for name in built} == {e["schedule"]: e["schedule_text"] for e in entries[:-1]}
+    # what the tuning run's check child records for it, without touching a GPU
+    with pytest.raises(ValueError, match="could not compile star_1/16x16x16/f32 with schedule 'gpu_broken'.*too many"):
+        backend.prepare(case, scheduled("halide", "gpu_broken"))
+    with pytest.raises(ValueError, match="no Halide AOT pipeline for star_1/32x32x32/f32: run scripts/halide_aot.py"):
+        backend.baseline_schedules(parse_case("star_1/32x32x32/f32"), "halide")
+    with pytest.raises(ValueError, match="the CUDA backend has no schedule family for 'cupyx.ndimage'"):
+        backend.baseline_schedules(case, "cupyx.ndimage")
