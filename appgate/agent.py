@@ -5,24 +5,26 @@ M1 locate the hotspot and measure the application's own baseline (exit: BLOCKED 
 baseline does not build, run or verify; OUT_OF_SCOPE when no stencil hotspot carries enough of
 the time for a kernel to matter); M2a the framework-level candidate, from the proposer; M2b the
 Kernel Agent forges the hot operator's case and the agent takes back an admitted kernel through
-the forged-kernel library (it never reads the operator map itself); M3 the application gate on that candidate;
+the forged-kernel library (it never reads the operator map itself) and splices it into the
+candidate, over the file the manifest names as the hot loop's kernel (hotspot.kernel_file), as a
+recorded patch; M3 the application gate on that candidate, with the baseline M1 built;
 M4 integrate (INTEGRATED) or stop (RESEARCH when the candidate is wrong, DROPPED when it is
 correct but not worth it).
 """
 from __future__ import annotations
 
 import statistics
-import tempfile
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from forge.proposers.base import GenerationFailure
 from ledger.services import NewEvent, append
 
-from . import runner
+from . import builds, runner
+from .builds import BuildResult
 from .models import AppRow
-from .proposers import AnthropicAppProposer, external_candidate
-from .services import AppGateOutcome, AppProtocol, record_candidate, register, run_gate
+from .proposers import AnthropicAppProposer, AppCandidate, external_candidate, unified_patch
+from .services import AppGateOutcome, AppProtocol, gate_run_held, record_candidate, register, run_gate
 
 MIN_HOTSPOT_FRACTION = 0.2  # below it even an infinitely fast kernel gains < 1.25x: out of scope
 
@@ -40,47 +42,75 @@ def run_agent(manifest: str | Path, actor: str, kernel_rounds: int = 0, protocol
               progress: Callable[[str], None] | None = None, proposer: AnthropicAppProposer | None = None) -> AppRow:
     """Drive one application through M1..M4. The candidate comes from `proposer` (a patch to the
     application) or, without one, from the `external` proposer: the variant already present in
-    the source, selected by the manifest's switch."""
+    the source, selected by the manifest's switch; M2b's kernel, where the manifest names the
+    file that holds the hot loop (hotspot.kernel_file), is spliced into it. One gate run from M1
+    to M3: the baseline M1 built and ran is the one the gate times."""
     say = progress or (lambda message: None)
     loaded, _ = register(manifest, actor)
     name = loaded.name
     _state(name, "IN_PROGRESS", "the App Agent started", actor)
-    say("M1: the baseline and its hotspot")
-    baseline = _measure_baseline(loaded)
-    if baseline["problem"]:
-        _state(name, "BLOCKED", f"M1: {baseline['problem']}", actor)
-        return AppRow.objects.get(name=name)
-    fraction = baseline["hotspot_fraction"]
-    case = loaded.manifest.hotspot.case
-    _milestone(name, "M1", f"baseline runs and verifies on {len(baseline['datasets'])} dataset(s); hotspot "
-               + (f"{case}, {fraction:.0%} of the time" if fraction is not None else "not reported"), actor, baseline)
-    if fraction is None or case is None or fraction < MIN_HOTSPOT_FRACTION:
-        _state(name, "OUT_OF_SCOPE", "no stencil hotspot carries at least "
-               f"{MIN_HOTSPOT_FRACTION:.0%} of the time (measured: {'none' if fraction is None else f'{fraction:.0%}'})", actor)
-        return AppRow.objects.get(name=name)
-    candidate_event = None
-    if proposer is None:
-        candidate = external_candidate(loaded)
-    else:
-        say("M2a: asking the proposer for a patch")
-        try:
-            candidate = proposer.propose(loaded, baseline)
-        except GenerationFailure as failure:
-            _state(name, "RESEARCH", f"M2a: the {proposer.name} proposer gave no candidate ({failure.kind}): {failure}", actor)
+    with gate_run_held(name) as (gate_run, scratch):
+        say("M1: the baseline and its hotspot")
+        baseline, built = _measure_baseline(loaded, scratch)
+        if baseline["problem"]:
+            _state(name, "BLOCKED", f"M1: {baseline['problem']}", actor)
             return AppRow.objects.get(name=name)
-        candidate_event = str(record_candidate(loaded, candidate, actor).event_id)
-    _milestone(name, "M2a", f"candidate from the {candidate.proposer} proposer: {candidate.subject}", actor,
-               {"proposer": candidate.proposer, "hypothesis": candidate.hypothesis, "candidate_event": candidate_event,
-                "switch": loaded.manifest.switch.model_dump(), "usage": candidate.usage})
-    say(f"M2b: the Kernel Agent on {case}")
-    detail, evidence = _kernel_agent(case, loaded.manifest.architecture, kernel_rounds, actor)
-    _milestone(name, "M2b", detail, actor, evidence)
-    say("M3: the application gate")
-    outcome = run_gate(manifest, actor, protocol, say, candidate=candidate_event)
+        fraction = baseline["hotspot_fraction"]
+        case = loaded.manifest.hotspot.case
+        _milestone(name, "M1", f"baseline runs and verifies on {len(baseline['datasets'])} dataset(s); hotspot "
+                   + (f"{case}, {fraction:.0%} of the time" if fraction is not None else "not reported"), actor, baseline)
+        if fraction is None or case is None or fraction < MIN_HOTSPOT_FRACTION:
+            _state(name, "OUT_OF_SCOPE", "no stencil hotspot carries at least "
+                   f"{MIN_HOTSPOT_FRACTION:.0%} of the time (measured: {'none' if fraction is None else f'{fraction:.0%}'})", actor)
+            return AppRow.objects.get(name=name)
+        candidate_event = None
+        if proposer is None:
+            candidate = external_candidate(loaded)
+        else:
+            say("M2a: asking the proposer for a patch")
+            try:
+                candidate = proposer.propose(loaded, baseline)
+            except GenerationFailure as failure:
+                _state(name, "RESEARCH", f"M2a: the {proposer.name} proposer gave no candidate ({failure.kind}): {failure}", actor)
+                return AppRow.objects.get(name=name)
+            candidate_event = str(record_candidate(loaded, candidate, actor).event_id)
+        _milestone(name, "M2a", f"candidate from the {candidate.proposer} proposer: {candidate.subject}", actor,
+                   {"proposer": candidate.proposer, "hypothesis": candidate.hypothesis, "candidate_event": candidate_event,
+                    "switch": loaded.manifest.switch.model_dump(), "usage": candidate.usage})
+        say(f"M2b: the Kernel Agent on {case}")
+        detail, evidence, kernel = _kernel_agent(case, loaded.manifest.architecture, kernel_rounds, actor)
+        if kernel is not None:
+            spliced, why = _splice(loaded, kernel, candidate, actor)
+            detail += f"; {why}"
+            if spliced is not None:
+                candidate_event = evidence["candidate_event"] = spliced
+        _milestone(name, "M2b", detail, actor, evidence)
+        say("M3: the application gate")
+        outcome = run_gate(manifest, actor, protocol, say, candidate=candidate_event, held=(gate_run, scratch), prebuilt=built)
     _milestone(name, "M3", f"gate verdict: {outcome.verdict}: {outcome.detail}", actor,
                {"verdict_event": str(outcome.verdict_event.event_id)})
     _finish(name, outcome, actor)
     return AppRow.objects.get(name=name)
+
+
+def _splice(loaded, kernel, candidate: AppCandidate, actor: str) -> tuple[str | None, str]:
+    """The taken-back kernel written over the manifest's kernel file (on top of M2a's patch, if
+    any), recorded as a candidate patch (AppCandidateProposed, proposer "kernel-agent") that the
+    gate builds and judges like any other; (its event id, what was done)."""
+    target = loaded.manifest.hotspot.kernel_file
+    if target is None:
+        return None, "not spliced: the manifest names no hotspot.kernel_file to hold the kernel"
+    text = (f"/* Spliced by the App Agent (M2b): the admitted kernel of {kernel.case} ({kernel.backend}), verdict "
+            f"{kernel.verdict_event}, source sha256 {kernel.source_hash}. */\n{kernel.source}")
+    if not text.endswith("\n"):
+        text += "\n"
+    files = {**candidate.files, target: text}
+    spliced = AppCandidate(
+        "kernel-agent", f"the admitted {kernel.case} kernel in {target}" + (f", on top of: {candidate.subject}" if candidate.files else ""),
+        f"the forged kernel ({kernel.speedup:.2f}x over its bound on {kernel.case}) runs the hot loop faster than the "
+        f"application's own", files, unified_patch(loaded, files))
+    event = record_candidate(loaded, spliced, actor)
+    return str(event.event_id), f"spliced into {target} (candidate {event.event_id})"
 
 
 def _finish(name: str, outcome: AppGateOutcome, actor: str) -> None:
@@ -95,7 +125,7 @@ def _finish(name: str, outcome: AppGateOutcome, actor: str) -> None:
         _state(name, "DROPPED", f"correct but {outcome.detail}", actor)
 
 
-def _kernel_agent(case: str, backend: str, rounds: int, actor: str) -> tuple[str, dict]:
+def _kernel_agent(case: str, backend: str, rounds: int, actor: str) -> tuple[str, dict, Any]:
     """Forge the hot operator's case (when rounds > 0), then ask the library for its kernel."""
     from forge.library import NoForgedKernel, lookup
     from forge.runner import run_campaign
@@ -110,31 +140,33 @@ def _kernel_agent(case: str, backend: str, rounds: int, actor: str) -> tuple[str
         kernel = lookup(case, backend)
     except NoForgedKernel as missing:
         evidence["kernel"] = None
-        return f"no admitted kernel for {case} to take back: {missing}", evidence
+        return f"no admitted kernel for {case} to take back: {missing}", evidence, None
     evidence["kernel"] = {"case": kernel.case, "source_hash": kernel.source_hash, "verdict_event": kernel.verdict_event,
                           "speedup": kernel.speedup, "status": kernel.status}
-    return f"took back the admitted kernel for {kernel.case} ({kernel.speedup:.2f}x over its bound, {kernel.status})", evidence
+    return (f"took back the admitted kernel for {kernel.case} ({kernel.speedup:.2f}x over its bound, {kernel.status})",
+            evidence, kernel)
 
 
-def _measure_baseline(loaded) -> dict:
-    """Build the baseline and run it once per dataset: its own verdict, time and hotspot share."""
+def _measure_baseline(loaded, scratch: Path) -> tuple[dict, dict[str, BuildResult]]:
+    """Build the baseline (once per distinct build_args, in the gate run's scratch: the gate
+    reuses these builds) and run it once per dataset: its own verdict, time and hotspot share."""
     result: dict = {"problem": "", "datasets": {}, "hotspot_fraction": None}
-    with tempfile.TemporaryDirectory(prefix=f"appagent-{loaded.name}-") as scratch_name:
-        scratch = Path(scratch_name)
-        built = runner.build(loaded, "baseline", scratch)
-        if not built.ok:
-            result["problem"] = f"the baseline does not build: {built.output_tail[-300:]}"
-            return result
-        fractions = []
-        for dataset in loaded.manifest.datasets:
-            ran = runner.run(loaded, "baseline", built.binary, dataset, scratch)
-            ok, why = runner.own_verdict(loaded, ran)
-            if not ok:
-                result["problem"] = f"the baseline fails on {dataset.name}: {why}"
-                return result
-            seconds, hot = runner.seconds_of(loaded, ran), runner.hotspot_of(loaded, ran)
-            result["datasets"][dataset.name] = {"seconds": seconds, "hotspot_seconds": hot}
-            if seconds and hot is not None:
-                fractions.append(min(1.0, hot / seconds))
-        result["hotspot_fraction"] = statistics.median(fractions) if fractions else None
-    return result
+    built: dict[str, BuildResult] = {}
+    for build_args in builds.build_arguments(loaded):
+        built[build_args] = builds.build(loaded, "baseline", scratch, build_args=build_args)
+        if not built[build_args].ok:
+            result["problem"] = f"the baseline does not build: {built[build_args].output_tail[-300:]}"
+            return result, built
+    fractions = []
+    for dataset in loaded.manifest.datasets:
+        ran = runner.run(loaded, "baseline", built[dataset.build_args].binary, dataset, scratch)
+        ok, why = runner.own_verdict(loaded, ran)
+        if not ok:
+            result["problem"] = f"the baseline fails on {dataset.name}: {why}"
+            return result, built
+        seconds, hot = runner.seconds_of(loaded, ran), runner.hotspot_of(loaded, ran)
+        result["datasets"][dataset.name] = {"seconds": seconds, "hotspot_seconds": hot}
+        if seconds and hot is not None:
+            fractions.append(min(1.0, hot / seconds))
+    result["hotspot_fraction"] = statistics.median(fractions) if fractions else None
+    return result, built
