@@ -174,3 +174,15 @@ def test_placeholders_in_datasets_are_checked(tmp_path, datasets, problem):
     with pytest.raises(ManifestError) as error:
         load_manifest(write_app(tmp_path, PROGRAM, correctness=CHECKS, datasets=datasets))
     assert any(p.startswith(problem) for p in error.value.problems), error.value.problems
+
+
+def test_builds_and_measurements_recorded_before_issue_17_read_with_the_new_fields(ledger):
+    from ledger.services import NewEvent, append
+
+    built = append(NewEvent(stream="app/old", type="AppVariantBuilt", actor="user:test", schema_version=1, payload={
+        "app": "old", "run": "r", "variant": "baseline", "ok": True, "command": ["cc"], "seconds": 0.1}))
+    measured = append(NewEvent(stream="app/old", type="AppDatasetMeasured", actor="user:test", schema_version=1, payload={
+        "app": "old", "run": "r", "dataset": "d", "args": "", "correct": {}, "correctness_detail": {}, "samples": {},
+        "timing_source": "wall"}))
+    assert (built.data["build_args"], built.data["upstream"]) == ("", None) and "build_args" not in built.payload
+    assert measured.data["inputs"] == {} and "inputs" not in measured.payload
