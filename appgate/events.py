@@ -68,6 +68,17 @@ class AppVariantBuilt(Payload):
     source_hashes: dict[str, str] = Field(default_factory=dict)
 
 
+@event_type("AppVariantBuilt", owner="appgate", version=2,
+            upcast_from_previous=lambda payload: {**payload, "build_args": "", "upstream": None})
+class AppVariantBuiltV2(AppVariantBuilt):
+    # v2 (issue 17): each variant is built from a fresh copy, once per distinct compile-time
+    # arguments of the datasets; the baseline's build carries its check against the upstream git
+    # commit: {"repository", "commit", "files": {name: {"path", "upstream_blob", "blob"}},
+    # "differs": [names]}, None where the source is no git checkout (and for the candidate).
+    build_args: str = ""
+    upstream: Optional[dict[str, Any]] = None
+
+
 @event_type("AppDatasetMeasured", owner="appgate")
 class AppDatasetMeasured(Payload):
     """One dataset: both variants' correctness runs and their interleaved timed passes."""
@@ -88,6 +99,13 @@ class AppDatasetMeasured(Payload):
     hotspot_fraction: Optional[float] = None  # of the baseline
     noisy: bool = False
     timing_source: str
+
+
+@event_type("AppDatasetMeasured", owner="appgate", version=2,
+            upcast_from_previous=lambda payload: {**payload, "inputs": {}})
+class AppDatasetMeasuredV2(AppDatasetMeasured):
+    # v2 (issue 17): the sha256 of each input file placed in the run folders (dataset.inputs)
+    inputs: dict[str, str] = Field(default_factory=dict)
 
 
 @event_type("AppGateVerdict", owner="appgate")
@@ -112,6 +130,28 @@ class AppGateVerdict(Payload):
     measurements: list[str] = Field(default_factory=list)  # AppDatasetMeasured / AppVariantBuilt ids
     revises: Optional[str] = None
     candidate: Optional[str] = None  # the AppCandidateProposed id when the candidate is a patch
+
+
+@event_type("AppGateVerdict", owner="appgate", version=2,
+            upcast_from_previous=lambda payload: {**payload, "upstream": None})
+class AppGateVerdictV2(AppGateVerdict):
+    # v2 (issue 17): the baseline files against the upstream git commit of the source (the
+    # baseline's AppVariantBuilt `upstream`), None where the source is no git checkout. The
+    # declared environment and the app's own toolchain are in `machine` ("environment",
+    # "toolchain"), which no longer names the operator backend's compiler and flags.
+    upstream: Optional[dict[str, Any]] = None
+
+
+@event_type("AppGateVerdict", owner="appgate", version=3,
+            upcast_from_previous=lambda payload: {**payload, "checks": None, "noisy": None})
+class AppGateVerdictV3(AppGateVerdictV2):
+    # v3 (issue 17, appgate.verdicts): a noisy dataset makes any run inconclusive, not only a
+    # re-run; a manifest that compares no output gets "self-checked" (never REAL). `checks`: the
+    # correctness checks the verdict rests on ("own_check", "compare"); `noisy`: the datasets
+    # whose spread still exceeded the band after every attempt. None: not recorded (v1, v2).
+    verdict: Literal["admitted", "self-checked", "rejected", "inconclusive"]
+    checks: Optional[list[Literal["own_check", "compare"]]] = None
+    noisy: Optional[list[str]] = None
 
 
 @event_type("AppGateAbandoned", owner="appgate")

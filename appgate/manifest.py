@@ -23,12 +23,13 @@ import re
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Literal, Union
+from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator
 
 from . import patterns
+from .manifest_checks import Correctness, Hotspot, Strict, Timing, clock_problems, correctness_problems
 
 # SPDX identifiers accepted for a bundled or outside program's licence.
 LICENCES = frozenset({
@@ -37,7 +38,10 @@ LICENCES = frozenset({
 })
 NAME = r"^[a-z][a-z0-9_-]{1,63}$"
 PLACEHOLDER = re.compile(r"\{(\w+)\}")
-BUILD_PLACEHOLDERS = {"out", "switch", "src", "workdir"}
+BUILD_PLACEHOLDERS = {"out", "switch", "src", "workdir", "build_args"}
+ARGS_PLACEHOLDERS = {"src", "workdir"}  # in a dataset's args
+# Set by the gate for every build and run; a manifest cannot declare them.
+GATE_VARIABLES = {"HOME", "TMPDIR"}
 RUN_PLACEHOLDERS = {"out", "switch", "src", "args", "workdir"}
 # The bundled manifests are under 2 KB and 4 levels deep.
 MAX_MANIFEST_BYTES = 64 * 1024
@@ -51,10 +55,6 @@ class ManifestError(Exception):
         self.source = source
         self.problems = problems
         super().__init__(f"{source}: {len(problems)} problem(s)\n" + "\n".join(f"  - {p}" for p in problems))
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class RealProgram(Strict):
@@ -107,42 +107,13 @@ class Switch(Strict):
 
 class Dataset(Strict):
     name: str = Field(pattern=NAME)
-    args: str = ""
-    inputs: list[str] = Field(default_factory=list)  # files the run reads, relative to source.path
-
-
-class Builtin(Strict):
-    mode: Literal["builtin"]
-    result_pattern: str
-    failure_pattern: str
-
-
-class OutputDiff(Strict):
-    mode: Literal["same_program_output_diff"]
-    output_file: str  # written by the program in its working folder
-    tolerance: float = Field(ge=0)  # max relative difference of the numbers in the two files
-
-
-class CrossVariantStdout(Strict):
-    mode: Literal["cross_variant_stdout"]
-    match_pattern: str  # a regex whose groups are compared between the variants
-    tolerance: float = Field(default=0.0, ge=0)
-
-
-Correctness = Annotated[Union[Builtin, OutputDiff, CrossVariantStdout], Field(discriminator="mode")]
-
-
-class Timing(Strict):
-    source: Literal["wall", "pattern"]
-    pattern: str | None = None  # a regex with one group: the program's own seconds
-
-
-class Hotspot(Strict):
-    """Where the measured hotspot fraction f comes from (for the Amdahl ceiling 1/(1-f+f/S))."""
-
-    source: Literal["pattern", "none"]
-    pattern: str | None = None  # a regex with one group: seconds spent in the hotspot
-    case: str | None = None  # the operator case of the hot loop (the App Agent's M2b)
+    args: str = ""  # may use {src} (a read-only copy of the source folder) and {workdir} (the run's folder)
+    # Files the run reads, relative to source.path: copied into the run's folder (same relative
+    # path) before every run, and their sha256 recorded with the dataset's measurement.
+    inputs: list[str] = Field(default_factory=list)
+    # Compile-time arguments of this dataset (a problem size fixed by -D...): each variant is
+    # built once per distinct value, through the {build_args} placeholder of build.command.
+    build_args: str = ""
 
 
 class Manifest(Strict):
@@ -159,6 +130,19 @@ class Manifest(Strict):
     timing: Timing
     hotspot: Hotspot
     architecture: Literal["cpu", "cuda"]
+    # The run's environment (docs/appgate.md#environment): every build and run gets exactly these
+    # variables (threads: OMP_NUM_THREADS; affinity: OMP_PROC_BIND, OMP_PLACES, ...) on top of the
+    # sandbox's minimal one; nothing of the service's own OMP_* or KMP_* settings leaks in.
+    env: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("env", mode="before")
+    @classmethod
+    def _env_values(cls, value: Any) -> Any:
+        """`OMP_NUM_THREADS: 4` is written as a YAML number; the variable's value is its text."""
+        if isinstance(value, dict):
+            return {k: str(v).lower() if isinstance(v, bool) else str(v) if isinstance(v, (int, float)) else v
+                    for k, v in value.items()}
+        return value
 
 
 @dataclass(frozen=True)
@@ -233,9 +217,15 @@ def _describe(error: dict) -> str:
     message = error["msg"]
     if error["type"] == "extra_forbidden":
         message = "unknown field"
-    elif error["type"] == "union_tag_invalid":
-        message = f"unknown correctness mode {error.get('input', {}).get('mode')!r}; use builtin, same_program_output_diff or cross_variant_stdout" \
-            if isinstance(error.get("input"), dict) else message
+    elif error["type"] == "string_pattern_mismatch" and error["loc"][-1] == "name":  # the app's or a dataset's
+        given = error.get("input")
+        message = (f"{given!r} is not a name here: lower-case letters, digits, '-' and '_', 2-64 characters, starting "
+                   "with a letter (names key ledger streams and URLs, where 'Foo' and 'foo' must not be two things)"
+                   + (f"; use {given.lower()!r}" if isinstance(given, str) and re.fullmatch(NAME, given.lower()) else ""))
+    if where == "correctness.mode" and error["type"] == "extra_forbidden":
+        message = ("the single-mode correctness block was replaced by two checks: write correctness.own_check "
+                   "(result_pattern, failure_pattern) and correctness.compare (or correctness.no_comparison: why no "
+                   "output can be compared); see docs/appgate.md#correctness")
     return f"{where}: {message}"
 
 
@@ -266,6 +256,11 @@ def semantic_problems(manifest: Manifest, source_dir: Path) -> list[str]:
     files = {"real_program.entry": m.real_program.entry}
     files.update({f"source.baseline_files.{name}": name for name in m.source.baseline_files})
     files.update({f"datasets.{i}.inputs.{j}": f for i, d in enumerate(m.datasets) for j, f in enumerate(d.inputs)})
+    if m.hotspot.kernel_file is not None:
+        files["hotspot.kernel_file"] = m.hotspot.kernel_file
+        if m.hotspot.kernel_file not in m.source.baseline_files:
+            problems.append(f"hotspot.kernel_file: {m.hotspot.kernel_file!r} must be one of source.baseline_files "
+                            "(the kernel the App Agent replaces must be a declared original)")
     for where, relative in files.items():
         if not _inside(source_dir, relative):
             problems.append(f"{where}: {relative!r} is not a path inside the source folder")
@@ -275,6 +270,16 @@ def semantic_problems(manifest: Manifest, source_dir: Path) -> list[str]:
         problems.append(f"source.baseline_files: must include the entry file {m.real_program.entry!r}")
     problems += _placeholder_problems("build.command", m.build.command, BUILD_PLACEHOLDERS)
     problems += _placeholder_problems("run.command", m.run.command, RUN_PLACEHOLDERS)
+    for i, d in enumerate(m.datasets):
+        problems += _placeholder_problems(f"datasets.{i}.args", d.args, ARGS_PLACEHOLDERS)
+        problems += _placeholder_problems(f"datasets.{i}.build_args", d.build_args, set())
+    if any(d.build_args for d in m.datasets) and "{build_args}" not in m.build.command:
+        problems.append("build.command: datasets declare build_args: the command needs the {build_args} placeholder")
+    for name in m.env:
+        if not re.fullmatch(r"[A-Z_][A-Z0-9_]*", name):
+            problems.append(f"env.{name}: not an environment variable name (upper case, digits, '_')")
+        elif name in GATE_VARIABLES or (m.switch.kind == "env" and name == m.switch.name):
+            problems.append(f"env.{name}: set by the gate (HOME and TMPDIR: the command's folder; the switch: its variable)")
     if "{out}" not in m.build.command:
         problems.append("build.command: must write the variant's binary to {out}")
     where_switch = {"build_flag": ("build.command", m.build.command), "cli_flag": ("run.command", m.run.command)}.get(m.switch.kind)
@@ -290,12 +295,7 @@ def semantic_problems(manifest: Manifest, source_dir: Path) -> list[str]:
     if len(set(names)) != len(names):
         problems.append("datasets: dataset names must be unique")
     patterns = {"timing.pattern": m.timing.pattern, "hotspot.pattern": m.hotspot.pattern}
-    if m.correctness.mode == "builtin":
-        patterns.update({"correctness.result_pattern": m.correctness.result_pattern, "correctness.failure_pattern": m.correctness.failure_pattern})
-    elif m.correctness.mode == "cross_variant_stdout":
-        patterns["correctness.match_pattern"] = m.correctness.match_pattern
-    elif not _inside(Path("/scratch"), m.correctness.output_file):
-        problems.append(f"correctness.output_file: {m.correctness.output_file!r} must be a relative path in the run's folder")
+    problems += correctness_problems(m.correctness, patterns)
     for where, pattern in patterns.items():
         if pattern is not None:
             problems += _pattern_problems(where, pattern)
@@ -303,6 +303,7 @@ def semantic_problems(manifest: Manifest, source_dir: Path) -> list[str]:
         problems.append("timing.pattern: required when timing.source is 'pattern'")
     if m.hotspot.source == "pattern" and not m.hotspot.pattern:
         problems.append("hotspot.pattern: required when hotspot.source is 'pattern'")
+    problems += clock_problems(m.timing, m.hotspot)
     return problems
 
 

@@ -14,14 +14,17 @@ class AppRow(models.Model):
     state_reason = models.TextField(blank=True)
     milestones = models.JSONField(default=list)  # [{milestone, detail, position}]
     result = models.CharField(max_length=120, blank=True)  # app/<architecture>/<name>
-    verdict = models.CharField(max_length=10, blank=True)  # admitted | rejected
-    status = models.CharField(max_length=12, blank=True)  # admitted | downgraded | retracted | rejected
+    verdict = models.CharField(max_length=16, blank=True)  # admitted | self-checked | rejected | inconclusive
+    # admitted | downgraded | retracted | rejected | self-checked | inconclusive
+    status = models.CharField(max_length=12, blank=True)
     headline = models.FloatField(null=True)
     headline_ci = models.JSONField(null=True)
     datasets = models.JSONField(default=dict)
     real = models.BooleanField(default=False)
     amdahl_ceiling = models.FloatField(null=True)
     hotspot_fraction = models.FloatField(null=True)
+    noisy = models.JSONField(default=list)  # datasets still noisy after every attempt (the verdict's)
+    checks = models.JSONField(null=True)  # the verdict's correctness checks; None: not recorded (before issue 17)
     verdict_event = models.CharField(max_length=36, blank=True)
     revisions = models.PositiveIntegerField(default=0)
     position = models.BigIntegerField()

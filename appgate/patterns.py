@@ -5,6 +5,11 @@ does (it ran past the run's timeout: the timeout bounds the program, not the mat
 
 RE2 has no backreferences and no lookaround; a manifest using them is refused when it is loaded
 (appgate.manifest), with RE2's own message.
+
+Every pattern is multi-line: `^` and `$` match at the start and end of each line of the output
+(before issue 17 they matched only at the ends of the whole output, undocumented); `.` never
+crosses a line. Which match counts is the caller's (appgate.checks: timing and hotspot take the
+first or last match as the manifest says, comparisons take every match, in order).
 """
 from __future__ import annotations
 
@@ -23,10 +28,11 @@ class PatternError(ValueError):
 @functools.lru_cache(maxsize=256)
 def compile_pattern(pattern: str):
     try:
-        return re2.compile(pattern, _OPTIONS)
+        return re2.compile(f"(?m){pattern}", _OPTIONS)
     except re2.error as error:
         message = error.args[0] if error.args else error
-        raise PatternError(message.decode() if isinstance(message, bytes) else str(message)) from None
+        text = message.decode() if isinstance(message, bytes) else str(message)
+        raise PatternError(text.replace("(?m)", "", 1)) from None  # the author's pattern, not our flag
 
 
 def groups(pattern: str) -> int:

@@ -33,7 +33,8 @@ class Applications(Projection):
             rows.put(key, {
                 **(row or {"state": "REGISTERED", "state_reason": "registered; the App Agent has not run on it",
                            "milestones": [], "result": "", "verdict": "", "status": "", "headline": None, "headline_ci": None, "datasets": {}, "real": False,
-                           "amdahl_ceiling": None, "hotspot_fraction": None, "verdict_event": "", "revisions": 0}),
+                           "amdahl_ceiling": None, "hotspot_fraction": None, "noisy": [], "checks": None,
+                           "verdict_event": "", "revisions": 0}),
                 "name": key, "architecture": data["architecture"], "domain": manifest["domain"],
                 "manifest_path": data["manifest_path"], "manifest_hash": data["manifest_hash"],
                 "registered_position": event.position, "position": event.position,
@@ -48,10 +49,12 @@ class Applications(Projection):
         elif event.type == "AppGateVerdict":
             admitted = data["verdict"] == "admitted"
             if not admitted and row["status"] in ("admitted", "downgraded"):
-                return  # a rejected re-run or candidate leaves the standing result; re-runs revise it by event
-            row.update(result=data["result"], verdict=data["verdict"], status="admitted" if admitted else "rejected",
+                return  # a rejected, inconclusive or self-checked re-run leaves the standing result; re-runs revise it by event
+            row.update(result=data["result"], verdict=data["verdict"], status=data["verdict"] if data["verdict"] in (
+                           "admitted", "self-checked", "inconclusive") else "rejected",
                        headline=data["headline"], headline_ci=data["headline_ci"], datasets=data["datasets"],
                        real=data["real"], amdahl_ceiling=data["amdahl_ceiling"], hotspot_fraction=data["hotspot_fraction"],
+                       noisy=data["noisy"] or [], checks=data["checks"],
                        verdict_event=str(event.event_id), revisions=row["revisions"] + (1 if row["verdict_event"] else 0))
         elif event.type in ("ResultRetracted", "ResultDowngraded"):
             if row["result"] != data["result"]:

@@ -13,9 +13,10 @@ import hashlib
 import math
 import statistics
 import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from django.conf import settings
 
@@ -24,13 +25,15 @@ from ledger.models import Event
 from ledger.services import NewEvent, append, record_from_row
 from measurement.harness.judge import REGRESSION_BAND, bootstrap_ratio_ci
 
-from . import runner
-from .manifest import LoadedManifest, baseline_mismatches, file_hash, load_manifest
+from . import build_step, builds, runner
+from .builds import BuildResult
+from .confined import recorded_environment
+from .manifest import LoadedManifest, baseline_mismatches, load_manifest
 from .models import AppRow
 from .proposers import AppCandidate
 from .projections import result_key
+from .verdicts import FLOOR, amdahl_bounds, checks_of, conclude, geomean, spread, state_after, verdict_name  # noqa: F401
 
-FLOOR = 0.98  # below this all-dataset geometric mean the change is rejected
 ROOT = Path(settings.BASE_DIR)
 
 
@@ -78,8 +81,14 @@ def register(path: str | Path, actor: str) -> tuple[LoadedManifest, Any | None]:
     return loaded, event
 
 
-def machine(architecture: str) -> dict[str, Any]:
-    """The measuring machine, from the measurement backend of the manifest's architecture."""
+# What the operator backend's description says of its own kernels' compiler, not the app's build.
+OPERATOR_TOOLCHAIN = ("compiler", "compiler_version", "compiler_path", "flags", "options", "arch")
+
+
+def machine(architecture: str, loaded: LoadedManifest | None = None) -> dict[str, Any]:
+    """The measuring machine, from the measurement backend of the manifest's architecture; for
+    an app (`loaded`), its declared environment and own toolchain instead of the operator
+    backend's compiler and flags."""
     from measurement.backends import get_backend
     from measurement.harness.isolation import describe as isolation_description
 
@@ -88,8 +97,11 @@ def machine(architecture: str) -> dict[str, Any]:
         isolation = isolation_description()  # builds and runs are confined (appgate.runner); no sandbox, no gate
     except Exception as error:  # no GPU, no compiler, no sandbox...
         raise AppGateError(f"this machine cannot run {architecture} applications: {error}") from None
-    return {"backend": architecture, **{k: v for k, v in description.items() if isinstance(v, (str, int, float, bool)) or v is None},
-            "isolation": isolation}
+    scalars = {k: v for k, v in description.items() if isinstance(v, (str, int, float, bool)) or v is None}
+    if loaded is None:
+        return {"backend": architecture, **scalars, "isolation": isolation}
+    return {"backend": architecture, **{k: v for k, v in scalars.items() if k not in OPERATOR_TOOLCHAIN},
+            "isolation": isolation, "environment": recorded_environment(loaded), "toolchain": builds.toolchain(loaded)}
 
 
 def record_candidate(loaded: LoadedManifest, candidate: AppCandidate, actor: str):
@@ -110,38 +122,56 @@ def _candidate_files(loaded: LoadedManifest, candidate: str) -> tuple[dict[str, 
     return data["files"], [name for name, digest in data["base_hashes"].items() if declared.get(name) != digest]
 
 
+@contextmanager
+def gate_run_held(app: str) -> Iterator[tuple[str, Path]]:
+    """A gate run's id and scratch folder under its lease (the reaper closes it if this process
+    dies); the App Agent holds one from M1, where it builds the baseline, to the gate in M3."""
+    gate_run = str(uuid.uuid4())
+    lease = leases.take("appgate-run", f"{app}/{gate_run}", f"app/{app}/run/{gate_run}", scratch=True)
+    with leases.holding(lease):
+        yield gate_run, Path(lease.scratch)
+
+
 def run_gate(path: str | Path, actor: str, protocol: AppProtocol | None = None,
              progress: Callable[[str], None] | None = None, revises: str | None = None,
-             candidate: str | None = None) -> AppGateOutcome:
+             candidate: str | None = None, *, held: tuple[str, Path] | None = None,
+             prebuilt: dict[str, BuildResult] | None = None) -> AppGateOutcome:
     """The gate on one manifest. `candidate`: an AppCandidateProposed id whose patch is the
     candidate (built from a patched copy with the candidate switch); without it the candidate is
-    the switch's variant of the unchanged source."""
+    the switch's variant of the unchanged source. `held`: a gate run already held
+    (gate_run_held), with the baseline builds in its scratch (`prebuilt`, by build_args)."""
+    unregistered = load_manifest(path)  # refused before anything is recorded where it cannot run (a CUDA app here)
+    machine(unregistered.manifest.architecture, unregistered)
     loaded, _ = register(path, actor)
-    gate_run = str(uuid.uuid4())
-    lease = leases.take("appgate-run", f"{loaded.name}/{gate_run}", f"app/{loaded.name}/run/{gate_run}", scratch=True)
-    with leases.holding(lease):
-        return _run_gate(loaded, gate_run, Path(lease.scratch), actor, protocol or AppProtocol(),
-                         progress or (lambda message: None), revises, candidate)
+    arguments = (actor, protocol or AppProtocol(), progress or (lambda message: None), revises, candidate, prebuilt)
+    if held is not None:
+        return _run_gate(loaded, *held, *arguments)
+    with gate_run_held(loaded.name) as (gate_run, scratch):
+        return _run_gate(loaded, gate_run, scratch, *arguments)
 
 
 def _run_gate(loaded: LoadedManifest, gate_run: str, scratch: Path, actor: str, protocol: AppProtocol,
-              say: Callable[[str], None], revises: str | None, candidate: str | None) -> AppGateOutcome:
+              say: Callable[[str], None], revises: str | None, candidate: str | None,
+              prebuilt: dict[str, BuildResult] | None) -> AppGateOutcome:
     m = loaded.manifest
-    description = machine(m.architecture)
+    description = machine(m.architecture, loaded)
+    upstream = builds.upstream(loaded)  # the baseline files against the checkout's commit (None: no git)
     stream = f"app/{m.name}"
     evidence: list[str] = []
     measured: list[dict] = []
 
     def verdict(reasons: list[str], detail: str, datasets: dict | None = None, headline: float | None = None,
-                headline_ci=None, amdahl: dict | None = None, inconclusive: str = "") -> AppGateOutcome:
+                headline_ci=None, amdahl: dict | None = None, inconclusive: str = "",
+                noisy: list[str] | None = None) -> AppGateOutcome:
+        name = verdict_name(reasons, inconclusive, self_checked=not m.correctness.compare)
         payload = {
             "result": result_key(m.architecture, m.name), "app": m.name, "run": gate_run,
-            "verdict": "inconclusive" if inconclusive else "rejected" if reasons else "admitted", "reasons": reasons,
+            "verdict": name, "reasons": reasons, "checks": checks_of(loaded), "noisy": noisy or [],
             "detail": f"{inconclusive}; {detail}" if inconclusive else detail,
             "headline": headline, "headline_ci": headline_ci, "datasets": datasets or {},
-            "real": not reasons and not inconclusive and description["backend"] == m.architecture,
+            "real": name == "admitted" and description["backend"] == m.architecture,
             "architecture": m.architecture, "machine": description, "measurements": evidence, "revises": revises,
-            "candidate": candidate, **(amdahl or {}),
+            "candidate": candidate, "upstream": upstream, **(amdahl or {}),
         }
         event = append(NewEvent(stream=stream, type="AppGateVerdict", actor=actor, payload=payload))
         return AppGateOutcome(payload["verdict"], reasons, payload["detail"], headline, payload["datasets"], event,
@@ -150,31 +180,25 @@ def _run_gate(loaded: LoadedManifest, gate_run: str, scratch: Path, actor: str, 
     changed = baseline_mismatches(loaded)
     if changed:
         return verdict(["baseline_modified"], f"baseline files differ from the declared original: {', '.join(changed)}")
+    if upstream and upstream["differs"]:
+        return verdict(["baseline_modified"], f"baseline files differ from upstream commit {upstream['commit']} of "
+                       f"{upstream['repository']}: {', '.join(upstream['differs'])}")
     patch, stale = _candidate_files(loaded, candidate) if candidate else ({}, [])
     if stale:
         return verdict(["candidate_stale"], f"the patch was proposed against another baseline of {', '.join(stale)}")
-    sources = {"baseline": loaded.source_dir,
-               "candidate": runner.patched_source(loaded, patch, scratch) if patch else loaded.source_dir}
-    binaries = {}
-    for variant in runner.VARIANTS:
-        say(f"building the {variant}")
-        built = runner.build(loaded, variant, scratch, sources[variant])
-        event = append(NewEvent(stream=stream, type="AppVariantBuilt", actor=actor, payload={
-            "app": m.name, "run": gate_run, "variant": variant, "ok": built.ok, "command": built.command,
-            "seconds": built.seconds, "output_tail": built.output_tail, "binary_hash": built.binary_hash,
-            "source_hashes": {name: file_hash(sources[variant] / name) for name in m.source.baseline_files}}))
-        evidence.append(str(event.event_id))
-        if not built.ok:
-            return verdict([f"{variant}_build_failed"], built.output_tail[-500:])
-        binaries[variant] = built.binary
+    built = build_step.build_variants(loaded, gate_run, scratch, actor, patch=patch, upstream=upstream, say=say,
+                                      prebuilt=prebuilt)
+    evidence += built.evidence
+    if built.reasons:
+        return verdict(built.reasons, built.detail)
     for dataset in m.datasets:  # every dataset, both variants, before any timing
         say(f"checking both variants on {dataset.name}")
-        check = runner.check_dataset(loaded, binaries, dataset, scratch)
+        check = runner.check_dataset(loaded, built.for_dataset(dataset), dataset, scratch)
         for variant in runner.VARIANTS:
             if not check.correct[variant]:
                 return verdict([f"{variant}_incorrect"], f"{dataset.name}: {variant}: {check.detail[variant]}")
     for dataset in m.datasets:
-        payload = time_dataset(loaded, binaries, dataset, scratch, protocol, gate_run, say)
+        payload = time_dataset(loaded, built.for_dataset(dataset), dataset, scratch, protocol, gate_run, say)
         event = append(NewEvent(stream=stream, type="AppDatasetMeasured", actor=actor, payload=payload))
         evidence.append(str(event.event_id))
         measured.append(payload)
@@ -182,21 +206,8 @@ def _run_gate(loaded: LoadedManifest, gate_run: str, scratch: Path, actor: str, 
     if failed:
         variant = next(v for v in runner.VARIANTS if not failed[0]["correct"][v])
         return verdict([f"{variant}_incorrect"], f"{failed[0]['dataset']}: {variant}: {failed[0]['correctness_detail'][variant]}")
-    speedups = {p["dataset"]: p["speedup"] for p in measured}
-    headline = geomean(list(speedups.values()))
-    ci = [geomean([p["speedup_ci"][k] for p in measured]) for k in (0, 1)]
-    amdahl = _amdahl(measured)
-    detail = f"{headline:.3f}x all-dataset geometric mean over {len(measured)} dataset(s) (95% CI {ci[0]:.3f}-{ci[1]:.3f})"
-    reasons = [] if headline >= FLOOR else ["below_floor"]
-    if reasons:
-        detail += f"; below the {FLOOR}x floor"
-    noisy = [p for p in measured if p["noisy"]]
-    inconclusive = ""
-    if revises is not None and noisy:  # a re-run revises only on a quiet measurement
-        spreads = [(v, p["dataset"]) for p in noisy for v in p["spread"].values() if v is not None]
-        widest = "spread {:.1%} on {}".format(*max(spreads)) if spreads else f"one pass only on {noisy[0]['dataset']}"
-        inconclusive = f"noisy: {widest}, CI {ci[0]:.3f}–{ci[1]:.3f}"
-    return verdict(reasons, detail, speedups, headline, ci, amdahl, inconclusive)
+    c = conclude(measured)  # noisy after every attempt: inconclusive, first runs included (appgate.verdicts)
+    return verdict(c.reasons, c.detail, c.datasets, c.headline, c.ci, c.amdahl, c.inconclusive, c.noisy)
 
 
 def time_dataset(loaded, binaries, dataset, scratch, protocol: AppProtocol, gate_run: str, say) -> dict:
@@ -214,6 +225,7 @@ def time_dataset(loaded, binaries, dataset, scratch, protocol: AppProtocol, gate
     medians = {v: statistics.median(s) if s else None for v, s in result.samples.items()}
     payload = {
         "app": loaded.name, "run": gate_run, "dataset": dataset.name, "args": dataset.args,
+        "inputs": runner.input_hashes(loaded, dataset),
         "correct": result.correct, "correctness_detail": result.detail, "samples": result.samples,
         "hotspot_samples": result.hotspot, "medians": medians, "spread": spreads, "order": result.order,
         "noisy": worst > REGRESSION_BAND, "timing_source": loaded.manifest.timing.source,
@@ -225,36 +237,6 @@ def time_dataset(loaded, binaries, dataset, scratch, protocol: AppProtocol, gate
         if hot:
             payload["hotspot_fraction"] = min(1.0, statistics.median(hot) / medians["baseline"])
     return payload
-
-
-def spread(samples: list[float]) -> float | None:
-    """(max - min) / median of a variant's pass times: the noise measure of the regression band."""
-    if len(samples) < 2:
-        return None
-    median = statistics.median(samples)
-    return (max(samples) - min(samples)) / median if median > 0 else None
-
-
-def geomean(values: list[float]) -> float:
-    return math.exp(sum(math.log(v) for v in values) / len(values))
-
-
-def _amdahl(measured: list[dict]) -> dict:
-    """f = the baseline's hotspot share of its time (median over datasets); S = the hotspot's own
-    measured speedup (geometric mean); ceiling = 1/(1-f+f/S), limit = 1/(1-f)."""
-    fractions = [p["hotspot_fraction"] for p in measured if p.get("hotspot_fraction") is not None]
-    if not fractions:
-        return {}
-    f = statistics.median(fractions)
-    ratios = [statistics.median(p["hotspot_samples"]["baseline"]) / statistics.median(p["hotspot_samples"]["candidate"])
-              for p in measured if p["hotspot_samples"].get("baseline") and p["hotspot_samples"].get("candidate")
-              and statistics.median(p["hotspot_samples"]["candidate"]) > 0]
-    s = geomean(ratios) if ratios else None
-    return {
-        "hotspot_fraction": f, "hotspot_speedup": s,
-        "amdahl_ceiling": 1.0 / (1.0 - f + f / s) if s else None,
-        "amdahl_limit": 1.0 / (1.0 - f) if f < 1.0 else None,
-    }
 
 
 def rerun(app: str, actor: str, protocol: AppProtocol | None = None, progress=None) -> tuple[AppGateOutcome, Any | None]:
@@ -284,6 +266,15 @@ def rerun(app: str, actor: str, protocol: AppProtocol | None = None, progress=No
                 **common, "from_value": row.headline, "to_value": outcome.headline, "unit": "x",
                 "reason": f"gate re-run measured {outcome.detail}"}))
     return outcome, revision
+
+
+def settle_state(outcome: AppGateOutcome, actor: str):
+    """The application's state after a gate run of `appgate run` / `rerun`, as the App Agent's M4
+    sets it (appgate.verdicts.state_after)."""
+    data = outcome.verdict_event.data
+    state, reason = state_after(outcome.verdict, outcome.reasons, outcome.headline, outcome.detail)
+    return append(NewEvent(stream=f"app/{data['app']}", type="AppStateChanged", actor=actor,
+                           payload={"app": data["app"], "state": state, "reason": reason}))
 
 
 def abandon_run(subject: str, reason: str, worker: dict[str, Any]) -> bool:

@@ -23,6 +23,7 @@ from django.urls import reverse
 
 from appgate.events import AppState
 from appgate.models import AppRow
+from appgate.verdicts import ceiling_problem, parity
 from ledger.review import signoff_states
 from measurement.models import CaseRow, OperatorResult
 
@@ -40,10 +41,10 @@ OPERATOR_COLUMNS = [
 APPLICATION_COLUMNS = [
     "result", "app", "domain", "architecture", "state", "milestone", "status", "revised", "version",
     "headline", "ci_low", "ci_high", "datasets", "real", "amdahl_ceiling", "hotspot_fraction",
-    "publishable", "provenance_url", "api_provenance_url",
+    "checks", "noisy", "parity", "above_ceiling", "publishable", "provenance_url", "api_provenance_url",
 ]
 OPERATOR_STATUSES = ("admitted", "downgraded", "retracted", "none")
-APPLICATION_STATUSES = ("admitted", "downgraded", "retracted", "rejected", "none")
+APPLICATION_STATUSES = ("admitted", "downgraded", "retracted", "rejected", "self-checked", "inconclusive", "none")
 APP_STATES = get_args(AppState)
 STANDING = ("admitted", "downgraded")  # a result that still holds (its number may be reported)
 BOOTSTRAP_SEED = 0
@@ -143,7 +144,7 @@ def application_rows(*, state: str | None = None, architecture: str | None = Non
         sort = "app"
     queryset = AppRow.objects.values(
         "name", "architecture", "domain", "state", "milestones", "result", "status", "headline", "headline_ci",
-        "datasets", "real", "amdahl_ceiling", "hotspot_fraction", "revisions")
+        "datasets", "real", "amdahl_ceiling", "hotspot_fraction", "noisy", "checks", "revisions")
     if state:
         if state not in APP_STATES:
             raise TableQueryError(f"unknown state {state!r}; known: {', '.join(APP_STATES)}")
@@ -167,6 +168,10 @@ def _application_row(row: dict, signoffs: dict) -> dict:
         "status": status, "revised": bool(row["revisions"]), "version": signoff["version"],
         "headline": row["headline"], "ci_low": ci[0], "ci_high": ci[1], "datasets": len(row["datasets"]),
         "real": row["real"], "amdahl_ceiling": row["amdahl_ceiling"], "hotspot_fraction": row["hotspot_fraction"],
+        # issue 17: the correctness checks the verdict rests on ("" before they were recorded), the
+        # datasets still noisy after every attempt, a CI reaching 1.0, a headline above its ceiling
+        "checks": " + ".join(row["checks"] or []), "noisy": ", ".join(row["noisy"]), "parity": parity(status, ci),
+        "above_ceiling": bool(ceiling_problem(row["headline"], row["amdahl_ceiling"])),
         "publishable": status in STANDING and signoff["publishable"],
         "provenance_url": reverse("app_detail", args=[row["name"]]),
         "api_provenance_url": reverse("api-provenance", args=["app", row["name"]]),

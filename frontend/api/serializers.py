@@ -48,7 +48,8 @@ class ApplicationRowSerializer(serializers.Serializer):
     architecture = serializers.CharField()
     state = serializers.CharField()
     milestone = serializers.CharField(help_text="the last milestone reached")
-    status = serializers.ChoiceField(choices=["admitted", "downgraded", "retracted", "rejected", "none"])
+    status = serializers.ChoiceField(choices=["admitted", "downgraded", "retracted", "rejected", "self-checked", "inconclusive",
+                                              "none"])
     revised = serializers.BooleanField()
     version = serializers.IntegerField()
     headline = serializers.FloatField(allow_null=True, help_text="all-dataset geometric mean speedup")
@@ -58,6 +59,11 @@ class ApplicationRowSerializer(serializers.Serializer):
     real = serializers.BooleanField(help_text="measured on the application's own architecture")
     amdahl_ceiling = serializers.FloatField(allow_null=True)
     hotspot_fraction = serializers.FloatField(allow_null=True)
+    checks = serializers.CharField(help_text='correctness checks of the verdict: "own_check + compare", "own_check" '
+                                             '(self-checked), "compare"; "" when not recorded')
+    noisy = serializers.CharField(help_text="datasets still noisy after every attempt (the verdict is inconclusive)")
+    parity = serializers.BooleanField(help_text="a standing result whose 95% CI reaches 1.0: not shown to be faster")
+    above_ceiling = serializers.BooleanField(help_text="the headline is above its Amdahl ceiling: a measurement problem")
     publishable = serializers.BooleanField()
     provenance_url = serializers.CharField()
     api_provenance_url = serializers.CharField()

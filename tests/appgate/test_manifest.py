@@ -33,7 +33,8 @@ def write_app(tmp_path, program: str = SOURCE, **changes):
         "switch": {"kind": "build_flag", "baseline": "-DBASELINE", "candidate": "-DFORGED"},
         "run": {"command": "{out} {args}"},
         "datasets": [{"name": "one", "args": "1"}],
-        "correctness": {"mode": "builtin", "result_pattern": "PASSED", "failure_pattern": "FAILED"},
+        "correctness": {"own_check": {"result_pattern": "PASSED", "failure_pattern": "FAILED"},
+                        "compare": [{"source": "stdout", "pattern": r"sum=(\S+)"}]},
         "timing": {"source": "wall"},
         "hotspot": {"source": "none"},
         "architecture": "cpu",
@@ -72,9 +73,43 @@ def test_several_errors_are_reported_at_once_with_their_paths(tmp_path):
     assert len(found) >= 4
 
 
-def test_an_unknown_correctness_mode_names_the_valid_ones(tmp_path):
-    found = problems(write_app(tmp_path, correctness={"mode": "eyeball", "tolerance": 1}))
-    assert any(p.startswith("correctness:") and "eyeball" in p and "same_program_output_diff" in p for p in found)
+def test_an_old_single_mode_correctness_block_says_how_to_write_the_two_checks(tmp_path):
+    found = problems(write_app(tmp_path, correctness={"mode": "builtin", "result_pattern": "PASSED", "failure_pattern": "F"}))
+    assert any(p.startswith("correctness.mode: the single-mode correctness block was replaced by two checks")
+               and "correctness.own_check" in p and "correctness.no_comparison" in p for p in found), found
+
+
+@pytest.mark.parametrize("correctness, expected", [
+    ({"own_check": {"result_pattern": "PASSED", "failure_pattern": "FAILED"}},
+     "correctness.compare: required: an independent comparison"),
+    ({"own_check": {"result_pattern": "PASSED", "failure_pattern": "FAILED"}, "no_comparison": "no output at all here",
+      "compare": [{"source": "file", "file": "out.txt"}]}, "correctness.no_comparison: only without correctness.compare"),
+    ({"no_comparison": "the program prints nothing comparable"}, "correctness: no check at all"),
+    ({"compare": [{"source": "stdout", "file": "out.txt"}]}, "correctness.compare.0: a stdout comparison needs a pattern"),
+    ({"compare": [{"source": "file", "file": "out.txt", "norm": "exact", "tolerance": 1e-6}]},
+     "correctness.compare.0.tolerance: an exact comparison has no tolerance"),
+])
+def test_correctness_needs_an_independent_comparison_or_a_reason_for_none(tmp_path, correctness, expected):
+    found = problems(write_app(tmp_path, correctness=correctness))
+    assert any(p.startswith(expected) for p in found), found
+
+
+def test_a_comparison_alone_or_a_stated_reason_for_none_is_a_valid_correctness_block(tmp_path):
+    assert load_manifest(write_app(tmp_path, correctness={"compare": [{"source": "file", "file": "out.txt", "norm": "l2_rel",
+                                                                        "tolerance": 1e-9}]}))
+    loaded = load_manifest(write_app(tmp_path, correctness={"own_check": {"result_pattern": "OK", "failure_pattern": "BAD"},
+                                                            "no_comparison": "prints only its own verdict"}))
+    assert loaded.manifest.correctness.compare == []
+
+
+def test_an_upper_case_name_is_refused_with_the_lower_case_one_to_use(tmp_path):
+    found = problems(write_app(tmp_path, name="MD5Hash"))
+    assert len(found) == 1 and found[0].startswith("name: 'MD5Hash' is not a name here") and found[0].endswith("use 'md5hash'")
+
+
+def test_a_time_unit_or_match_applies_to_a_pattern_only(tmp_path):
+    found = problems(write_app(tmp_path, timing={"source": "wall", "unit": "ms"}))
+    assert found == ["timing: unit and match apply to a pattern only (source is 'wall')"]
 
 
 @pytest.mark.parametrize("field, value, expected", [
@@ -82,8 +117,8 @@ def test_an_unknown_correctness_mode_names_the_valid_ones(tmp_path):
     ("real_program", {"description": "a program that only exits", "language": "c", "entry": "/etc/passwd"},
      "real_program.entry: '/etc/passwd' is not a path inside"),
     ("datasets", [{"name": "one", "inputs": ["../../secret.bin"]}], "datasets.0.inputs.0: '../../secret.bin' is not a path inside"),
-    ("correctness", {"mode": "same_program_output_diff", "output_file": "/tmp/out.txt", "tolerance": 0},
-     "correctness.output_file: '/tmp/out.txt' must be a relative path"),
+    ("correctness", {"compare": [{"source": "file", "file": "/tmp/out.txt"}]},
+     "correctness.compare.0.file: '/tmp/out.txt' must be a relative path"),
 ])
 def test_unsafe_paths_are_refused(tmp_path, field, value, expected):
     found = problems(write_app(tmp_path, **{field: value}))
@@ -146,9 +181,9 @@ def test_yaml_aliases_are_refused(tmp_path):
 
 
 def test_a_pattern_the_safe_engine_cannot_run_is_refused(tmp_path):
-    found = problems(write_app(tmp_path, correctness={"mode": "builtin", "result_pattern": r"(PASS)\1",
-                                                      "failure_pattern": "(?<=not )FAILED"}))
-    assert [p.split(":")[0] for p in found] == ["correctness.result_pattern", "correctness.failure_pattern"]
+    found = problems(write_app(tmp_path, correctness={"own_check": {"result_pattern": r"(PASS)\1", "failure_pattern": "(?<=not )F"},
+                                                      "no_comparison": "a test of the pattern engine"}))
+    assert [p.split(":")[0] for p in found] == ["correctness.own_check.result_pattern", "correctness.own_check.failure_pattern"]
     assert all("RE2" in p for p in found)
 
 
@@ -170,7 +205,8 @@ def test_a_redos_pattern_does_not_hang_the_gate_on_a_long_output(tmp_path):
     """The gate's verdict and clocks on a 100 kB output with catastrophic-backtracking patterns.
     In a child process with a time limit, so that a backtracking engine fails this test instead
     of hanging the suite."""
-    path = write_app(tmp_path, correctness={"mode": "builtin", "result_pattern": REDOS, "failure_pattern": r"(a|aa)+$"},
+    path = write_app(tmp_path, correctness={"own_check": {"result_pattern": REDOS, "failure_pattern": r"(a|aa)+$"},
+                                            "compare": [{"source": "stdout", "pattern": REDOS}]},
                      timing={"source": "pattern", "pattern": REDOS}, hotspot={"source": "pattern", "pattern": REDOS})
     try:
         done = subprocess.run([sys.executable, "-c", REDOS_CHECK, str(path)], cwd=ROOT, capture_output=True, text=True,
@@ -178,4 +214,6 @@ def test_a_redos_pattern_does_not_hang_the_gate_on_a_long_output(tmp_path):
     except subprocess.TimeoutExpired:
         pytest.fail("matching the manifest's patterns against the output hung")
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "(False, 'the program did not report its verification result') None None"
+    printed = done.stdout.strip()
+    assert printed.startswith("(False, \"the program did not report its verification result (own_check.result_pattern); "
+                              "output tail: 'aaa") and printed.endswith("aaa!'\") None None")  # the tail shown, no clock read

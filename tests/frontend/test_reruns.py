@@ -269,7 +269,7 @@ def write_app(folder: Path, name: str, program: str, build: str = "cc {switch} -
         "build": {"command": build, "timeout_s": 600},
         "switch": {"kind": "build_flag", "baseline": "-DBASELINE", "candidate": "-DFORGED"},
         "run": {"command": "{out} {args}"}, "datasets": [{"name": "one", "args": "1"}],
-        "correctness": {"mode": "builtin", "result_pattern": "PASSED", "failure_pattern": "FAILED"},
+        "correctness": {"own_check": {"result_pattern": "PASSED", "failure_pattern": "FAILED"}, "no_comparison": "a re-run test"},
         "timing": {"source": "wall"}, "hotspot": {"source": "none"},
     }
     path = folder / "manifest.yaml"
@@ -277,34 +277,17 @@ def write_app(folder: Path, name: str, program: str, build: str = "cc {switch} -
     return path
 
 
-# Sleeps 4 ms (the candidate: 2 ms) times the number of runs so far in its working folder: twice
-# as fast, and every pass slower than the one before, so every timing of it is noisy.
-SLOWING = r"""
-#include <stdio.h>
-#include <unistd.h>
-int main(void) {
-    int runs = 0;
-    FILE* f = fopen("runs", "r");
-    if (f) { if (fscanf(f, "%d", &runs) != 1) runs = 0; fclose(f); }
-    f = fopen("runs", "w"); fprintf(f, "%d", runs + 1); fclose(f);
-#ifdef FORGED
-    usleep(2000 * (runs + 1));
-#else
-    usleep(4000 * (runs + 1));
-#endif
-    printf("PASSED\n");
-    return 0;
-}
-"""
-
-
 @pytest.mark.one_database  # the application gate on real runs, twice
 def test_a_noisy_application_rerun_is_inconclusive_and_changes_nothing(ledger, tmp_path):
     from appgate.models import AppRow
     from appgate.services import AppProtocol, run_gate
+    from tests.appgate.fixtures import clocked_app
 
-    admitted = run_gate(write_app(tmp_path, "slowing", SLOWING), "user:test", AppProtocol(passes=3, warmup=0, max_attempts=1))
-    assert admitted.verdict == "admitted" and all(p["noisy"] for p in admitted.measured), admitted.detail
+    # exact clocks: quiet and admitted first (a noisy first run is inconclusive too, issue 17), then slowing
+    path = clocked_app(tmp_path, name="slowing")
+    admitted = run_gate(path, "user:test", AppProtocol(passes=3, warmup=0, max_attempts=1))
+    assert admitted.verdict == "admitted" and not any(p["noisy"] for p in admitted.measured), admitted.detail
+    path.write_text(path.read_text().replace("args: '1.0'", "args: 1.0 1"))  # now every run slower than the last
     status = run_rerun(request_rerun("app", "slowing", "user:alice"))  # in the test's transaction: run here
     outcome = status["outcome"]
     assert status["state"] == "finished" and outcome["verdict"] == "inconclusive" and outcome["revision"] is None, status

@@ -10,7 +10,8 @@ from forge.proposers.base import ProposerUnavailable
 from appgate.manifest import ManifestError
 from appgate.models import AppRow
 from appgate.proposers import PROPOSERS, AnthropicAppProposer
-from appgate.services import AppGateError, AppProtocol, register, rerun, run_gate
+from appgate.services import AppGateError, AppProtocol, register, rerun, run_gate, settle_state
+from appgate.verdicts import ceiling_problem, parity
 
 
 class Command(BaseCommand):
@@ -54,12 +55,16 @@ class Command(BaseCommand):
     def do_run(self, options) -> None:
         outcome = run_gate(options["manifest"], options["actor"], self._protocol(options), self._progress)
         self._report(outcome)
+        state = settle_state(outcome, options["actor"])  # as the App Agent's M4 would
+        self.stdout.write(f"state: {state.data['state']}: {state.data['reason']}")
 
     def do_rerun(self, options) -> None:
         outcome, revision = rerun(options["app"], options["actor"], self._protocol(options), self._progress)
         self._report(outcome)
         if revision is not None:
             self.stdout.write(f"{revision.type}: {revision.data['reason']} (event #{revision.position})")
+            state = settle_state(outcome, options["actor"])
+            self.stdout.write(f"state: {state.data['state']}: {state.data['reason']}")
         elif outcome.inconclusive:
             self.stdout.write(f"inconclusive ({outcome.inconclusive}): nothing was revised; re-run it later")
         else:
@@ -79,11 +84,16 @@ class Command(BaseCommand):
         self.stdout.write(f"state: {row.state}: {row.state_reason}")
 
     def do_list(self, options) -> None:
-        rows = AppRow.objects.order_by("name")
-        self.stdout.write(f"{'app':24} {'arch':5} {'state':12} {'status':11} {'headline':>9} real")
+        rows = list(AppRow.objects.order_by("name"))
+        width = max([len("app"), *(len(row.name) for row in rows)])  # names run to 64 characters
+        self.stdout.write(f"{'app':{width}} {'arch':5} {'state':12} {'status':12} {'headline':>9} {'real':4} flags")
         for row in rows:
             headline = f"{row.headline:.3f}x" if row.headline else "-"
-            self.stdout.write(f"{row.name:24} {row.architecture:5} {row.state:12} {row.status or '-':11} {headline:>9} {'yes' if row.real else 'no'}")
+            flags = (["noisy: " + ", ".join(row.noisy)] if row.noisy else []) \
+                + (["parity"] if parity(row.status, row.headline_ci) else []) \
+                + (["above the Amdahl ceiling"] if ceiling_problem(row.headline, row.amdahl_ceiling) else [])
+            self.stdout.write(f"{row.name:{width}} {row.architecture:5} {row.state:12} {row.status or '-':12} {headline:>9} "
+                              f"{'yes' if row.real else 'no':4} {'; '.join(flags) or '-'}")
 
     @staticmethod
     def _protocol(options) -> AppProtocol:
@@ -93,8 +103,10 @@ class Command(BaseCommand):
 
     def _report(self, outcome) -> None:
         data = outcome.verdict_event.data
+        checks = " + ".join(data.get("checks") or []) or "-"
         self.stdout.write(f"{data['app']} ({data['architecture']}): {outcome.verdict.upper()}"
-                          + (f" [{', '.join(outcome.reasons)}]" if outcome.reasons else "") + f": {outcome.detail}")
+                          + (f" [{', '.join(outcome.reasons)}]" if outcome.reasons else "") + f": {outcome.detail}"
+                          + f" (checks: {checks}" + (f"; noisy: {', '.join(data['noisy'])}" if data.get("noisy") else "") + ")")
         if outcome.measured:
             self.stdout.write(f"{'dataset':14} {'baseline':>11} {'candidate':>11} {'speedup':>8} {'95% CI':>15} {'hotspot f':>9} noisy")
             for p in outcome.measured:
@@ -108,9 +120,17 @@ class Command(BaseCommand):
                     f"{'yes' if p['noisy'] else 'no'}")
         if data.get("amdahl_ceiling"):
             self.stdout.write(f"Amdahl: hotspot fraction f={data['hotspot_fraction']:.2f}, hotspot speedup "
-                              f"S={data['hotspot_speedup']:.2f}x, ceiling 1/(1-f+f/S)={data['amdahl_ceiling']:.2f}x")
+                              f"S={data['hotspot_speedup']:.2f}x, ceiling 1/(1-f+f/S)={data['amdahl_ceiling']:.2f}x"
+                              + (" (the headline is above it: a measurement problem)"
+                                 if ceiling_problem(data["headline"], data["amdahl_ceiling"]) else ""))
         self.stdout.write(f"REAL: {'yes' if data['real'] else 'no'}; verdict event #{outcome.verdict_event.position}")
 
 
 def _s(seconds: float | None) -> str:
-    return f"{seconds * 1e3:.2f} ms" if seconds is not None else "-"
+    """Seconds (every clock is converted from its manifest unit) in the unit that reads best."""
+    if seconds is None:
+        return "-"
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
+        if seconds >= scale:
+            return f"{seconds / scale:.2f} {unit}"
+    return f"{seconds / 1e-9:.2f} ns"

@@ -1,0 +1,137 @@
+"""What a gate run concludes from its measured datasets, and what that means for the application:
+the verdict (admitted / self-checked / rejected / inconclusive), its detail line, the Amdahl
+ceiling and the state the application moves to. Free of Django: appgate.services records it.
+
+- inconclusive: a dataset whose spread still exceeds the regression band after the allowed
+  attempts makes the whole run inconclusive, first runs included (issue 17: results with one
+  dataset at 0.862x inside a 2.45-21.5 CI were admitted as REAL); only a quiet run admits,
+  rejects on the floor, or revises a standing result.
+- self-checked: the manifest compares no output (correctness.no_comparison); the candidate
+  passed the program's own check only, so it is shown with its headline and never REAL.
+- parity: an admitted headline whose 95% CI reaches 1.0 is not shown to be faster; the detail
+  and the tables say "parity" (the 0.98 floor stays on the headline).
+- the Amdahl ceiling 1/(1-f+f/S) bounds what speeding up the hotspot alone can give; a headline
+  above it means the hotspot clocks do not time the same work in both variants or the candidate
+  changed more than the hotspot: flagged as a measurement problem, never silently shown.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+
+from measurement.harness.judge import REGRESSION_BAND
+
+from .manifest import LoadedManifest
+
+FLOOR = 0.98  # below this all-dataset geometric mean the change is rejected
+
+
+@dataclass
+class Conclusion:
+    reasons: list[str]
+    detail: str
+    headline: float
+    ci: list[float]
+    datasets: dict[str, float]
+    amdahl: dict = field(default_factory=dict)
+    noisy: list[str] = field(default_factory=list)
+    inconclusive: str = ""  # why, when noisy
+
+
+def checks_of(loaded: LoadedManifest) -> list[str]:
+    """The correctness checks the verdict rests on: "own_check" and/or "compare"."""
+    c = loaded.manifest.correctness
+    return [name for name, present in (("own_check", c.own_check is not None), ("compare", bool(c.compare))) if present]
+
+
+def verdict_name(reasons: list[str], inconclusive: str, self_checked: bool) -> str:
+    if inconclusive:
+        return "inconclusive"
+    if reasons:
+        return "rejected"
+    return "self-checked" if self_checked else "admitted"
+
+
+def conclude(measured: list[dict]) -> Conclusion:
+    """The verdict of correct, timed datasets: the headline is the geometric mean over all of them."""
+    speedups = {p["dataset"]: p["speedup"] for p in measured}
+    headline = geomean(list(speedups.values()))
+    ci = [geomean([p["speedup_ci"][k] for p in measured]) for k in (0, 1)]
+    amdahl = amdahl_bounds(measured)
+    detail = f"{headline:.3f}x all-dataset geometric mean over {len(measured)} dataset(s) (95% CI {ci[0]:.3f}-{ci[1]:.3f})"
+    reasons = [] if headline >= FLOOR else ["below_floor"]
+    if reasons:
+        detail += f"; below the {FLOOR}x floor"
+    elif ci[0] <= 1.0:
+        detail += "; parity: the 95% CI reaches 1.0, so it is not shown to be faster"
+    problem = ceiling_problem(headline, amdahl.get("amdahl_ceiling"))
+    if problem:
+        detail += f"; {problem}"
+    noisy = [p for p in measured if p["noisy"]]
+    inconclusive = ""
+    if noisy:
+        spreads = [(v, p["dataset"]) for p in noisy for v in p["spread"].values() if v is not None]
+        widest = "spread {:.1%} on {}".format(*max(spreads)) if spreads else f"one pass only on {noisy[0]['dataset']}"
+        inconclusive = f"noisy: {widest}, CI {ci[0]:.3f}–{ci[1]:.3f}"
+    return Conclusion(reasons, detail, headline, ci, speedups, amdahl, [p["dataset"] for p in noisy], inconclusive)
+
+
+def ceiling_problem(headline: float | None, ceiling: float | None) -> str:
+    """The flag of a headline above its Amdahl ceiling (beyond the regression band), or ""."""
+    if headline is None or not ceiling or headline <= ceiling * (1 + REGRESSION_BAND):
+        return ""
+    return (f"measurement problem: the headline {headline:.2f}x is above the Amdahl ceiling {ceiling:.2f}x that "
+            "speeding up the hotspot alone can give (the hotspot clocks do not time the same work in both variants, "
+            "or the candidate changed more than the hotspot)")
+
+
+def parity(status: str, ci: list[float] | None) -> bool:
+    """An admitted (or self-checked, downgraded) result whose 95% CI reaches 1.0."""
+    return status in ("admitted", "downgraded", "self-checked") and bool(ci) and ci[0] is not None and ci[0] <= 1.0
+
+
+def state_after(verdict: str, reasons: list[str], headline: float | None, detail: str) -> tuple[str, str]:
+    """The application's state after a gate verdict, for `appgate run` as for the App Agent's M4:
+    INTEGRATED (admitted), RESEARCH (the candidate failed, or passed its own check only),
+    DROPPED (correct, below the floor), IN_PROGRESS (inconclusive: run it again when quiet)."""
+    if verdict == "admitted":
+        return "INTEGRATED", detail
+    if verdict == "self-checked":
+        return "RESEARCH", f"self-checked only (no output compared): {detail}; declare a comparison to integrate it"
+    if verdict == "inconclusive":
+        return "IN_PROGRESS", f"inconclusive ({detail}); run the gate again on a quieter machine"
+    if headline is None:
+        return "RESEARCH", f"the candidate did not pass: {', '.join(reasons)}: {detail}"
+    return "DROPPED", f"correct but {detail}"
+
+
+def spread(samples: list[float]) -> float | None:
+    """(max - min) / median of a variant's pass times: the noise measure of the regression band."""
+    if len(samples) < 2:
+        return None
+    median = statistics.median(samples)
+    return (max(samples) - min(samples)) / median if median > 0 else None
+
+
+def geomean(values: list[float]) -> float:
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+def amdahl_bounds(measured: list[dict]) -> dict:
+    """f = the baseline's hotspot share of its time (median over datasets; both clocks in
+    seconds, whatever units the program printed); S = the hotspot's own measured speedup
+    (geometric mean); ceiling = 1/(1-f+f/S), limit = 1/(1-f)."""
+    fractions = [p["hotspot_fraction"] for p in measured if p.get("hotspot_fraction") is not None]
+    if not fractions:
+        return {}
+    f = statistics.median(fractions)
+    ratios = [statistics.median(p["hotspot_samples"]["baseline"]) / statistics.median(p["hotspot_samples"]["candidate"])
+              for p in measured if p["hotspot_samples"].get("baseline") and p["hotspot_samples"].get("candidate")
+              and statistics.median(p["hotspot_samples"]["candidate"]) > 0]
+    s = geomean(ratios) if ratios else None
+    return {
+        "hotspot_fraction": f, "hotspot_speedup": s,
+        "amdahl_ceiling": 1.0 / (1.0 - f + f / s) if s else None,
+        "amdahl_limit": 1.0 / (1.0 - f) if f < 1.0 else None,
+    }

@@ -1,0 +1,66 @@
+"""Shared programs of the appgate tests: a program whose clocks are exact (so that a verdict rule
+is tested on times it cannot get wrong, never on a race with a loaded machine), and a wrong
+candidate of a bundled application that still prints the program's PASS."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.appgate.test_manifest import write_app
+
+APPS = Path(__file__).resolve().parents[2] / "fixtures" / "apps"
+HEAT3D_CPU = APPS / "heat3d" / "manifest.cpu.yaml"
+HEAT3D_WEIGHT = "r = 0.15, dt = r * h * h;"
+
+
+def heat3d_with_another_weight() -> str:
+    """heat3d.c with the diffusion number r = dt/h^2 at 0.12 instead of 0.15: still stable, and
+    its own check (the field against the exact discrete decay at the time it reached) passes,
+    but it simulates another time than the baseline: the wrong candidate of issue 17."""
+    source = (APPS / "heat3d" / "src" / "heat3d.c").read_text()
+    assert source.count(HEAT3D_WEIGHT) == 1, "heat3d.c changed: update the wrong candidate's weight"
+    return source.replace(HEAT3D_WEIGHT, "r = 0.12, dt = r * h * h;")
+
+
+# Prints its own times, exactly: the baseline BASE_MS milliseconds of which half in the hotspot
+# (printed in microseconds); -DFORGED halves the hotspot and nothing else, -DOUTSIDE also halves
+# the rest (more than the hotspot can explain), -DWRONG changes the result but still passes its
+# own check. A second argument 1 (or SLOWING in the environment) makes every run slower than the
+# one before it (a run counter in its run folder): every timing of it is noisy.
+CLOCKED = r"""
+#include <stdio.h>
+#include <stdlib.h>
+int main(int argc, char** argv) {
+    double ms = atof(argv[1]), hot = ms / 2, result = 1.0;
+    int runs = 0, slowing = getenv("SLOWING") != NULL || (argc > 2 && atoi(argv[2]));
+    FILE* f = fopen("runs", "r");
+    if (f) { if (fscanf(f, "%d", &runs) != 1) runs = 0; fclose(f); }
+    f = fopen("runs", "w");
+    if (f) { fprintf(f, "%d", runs + 1); fclose(f); }
+#ifdef FORGED
+    ms -= hot / 2; hot /= 2;
+#endif
+#ifdef OUTSIDE
+    ms /= 2;
+#endif
+#ifdef WRONG
+    result = 1.5;
+#endif
+    if (slowing) ms *= 1 + runs;
+    printf("time_ms=%.6f\nhotspot_us=%.3f\nresult=%.6f\nVERIFICATION: PASSED\n", ms, hot * 1000, result);
+    return 0;
+}
+"""
+
+
+def clocked_app(tmp_path: Path, candidate: str = "-DFORGED", **changes) -> Path:
+    blocks = {
+        "name": "clocked",
+        "build": {"command": "cc -O1 {switch} -o {out} src/main.c"},
+        "switch": {"kind": "build_flag", "baseline": "-DBASELINE", "candidate": candidate},
+        "datasets": [{"name": "one", "args": "1.0"}],
+        "correctness": {"own_check": {"result_pattern": "VERIFICATION: PASSED", "failure_pattern": "VERIFICATION: FAILED"},
+                        "compare": [{"source": "stdout", "pattern": "^result=([0-9.]+)$", "tolerance": 1e-12}]},
+        "timing": {"source": "pattern", "pattern": r"time_ms=([0-9.]+)", "unit": "ms"},
+        "hotspot": {"source": "pattern", "pattern": r"hotspot_us=([0-9.]+)", "unit": "us", "case": "star2d_1/64x64/f64"},
+    }
+    return write_app(tmp_path, CLOCKED, **{**blocks, **changes})

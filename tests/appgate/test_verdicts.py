@@ -1,0 +1,112 @@
+"""The verdict side of the application gate (issue 17): two correctness checks, self-checked and
+inconclusive verdicts, time units, the Amdahl ceiling's flag, the state an `appgate run` leaves,
+and where each is shown. Timing rules are tested on a program that prints exact times
+(tests/appgate/fixtures.py), so no assertion depends on how loaded the machine is."""
+from __future__ import annotations
+
+import io
+
+import pytest
+from django.core.management import call_command
+
+from appgate import runner
+from appgate.manifest import load_manifest
+from appgate.models import AppRow
+from appgate.proposers import AppCandidate
+from appgate.services import AppGateError, AppProtocol, record_candidate, run_gate
+from frontend.tables import application_rows
+from ledger.models import Event
+from ledger.services import record_from_row
+from tests.appgate.fixtures import HEAT3D_CPU, clocked_app, heat3d_with_another_weight
+from tests.appgate.test_manifest import write_app
+
+QUICK = AppProtocol(passes=3, warmup=0, max_attempts=1)
+
+
+@pytest.mark.one_database
+def test_a_wrong_candidate_that_prints_pass_is_rejected_by_the_output_comparison(ledger):
+    """heat3d (bundled) with another diffusion number: the program's own check passes, the
+    comparison of the printed amplitude and exact decay with the baseline's rejects it."""
+    loaded = load_manifest(HEAT3D_CPU)
+    patch = record_candidate(loaded, AppCandidate("test", "another weight", "r = 0.12 converges as well",
+                                                  {"src/heat3d.c": heat3d_with_another_weight()}), "user:test")
+    outcome = run_gate(HEAT3D_CPU, "user:test", QUICK, candidate=str(patch.event_id))
+    assert outcome.verdict == "rejected" and outcome.reasons == ["candidate_incorrect"], outcome.detail
+    assert "VERIFICATION: PASSED" in outcome.detail  # its own check passed ...
+    assert "compare.0 (output values, max_rel): max_rel difference" in outcome.detail  # ... the comparison did not
+    assert outcome.verdict_event.data["checks"] == ["own_check", "compare"] and not outcome.verdict_event.data["real"]
+    assert not Event.objects.filter(type="AppDatasetMeasured").exists()  # rejected before any timing
+
+
+def test_without_a_comparison_a_wrong_candidate_passes_only_as_self_checked(ledger, tmp_path):
+    compared = run_gate(clocked_app(tmp_path, "-DFORGED -DWRONG"), "user:test", QUICK)
+    assert compared.reasons == ["candidate_incorrect"] and "max_rel difference 0.333 > tolerance 1e-12" in compared.detail
+    own_only = {"own_check": {"result_pattern": "VERIFICATION: PASSED", "failure_pattern": "VERIFICATION: FAILED"},
+                "no_comparison": "the test declares nothing comparable"}
+    outcome = run_gate(clocked_app(tmp_path, "-DFORGED -DWRONG", correctness=own_only), "user:test", QUICK)
+    data = outcome.verdict_event.data
+    assert (outcome.verdict, data["real"], data["checks"]) == ("self-checked", False, ["own_check"])
+    row = application_rows()[0]
+    assert (row["status"], row["real"], row["checks"]) == ("self-checked", False, "own_check")
+
+
+def test_a_dataset_still_noisy_after_every_attempt_makes_the_first_verdict_inconclusive(ledger, tmp_path):
+    path = clocked_app(tmp_path, datasets=[{"name": "quiet", "args": "1.0"}, {"name": "slowing", "args": "1.0 1"}])
+    outcome = run_gate(path, "user:test", AppProtocol(passes=3, warmup=0, max_attempts=2))
+    data = outcome.verdict_event.data
+    assert outcome.verdict == "inconclusive" and data["noisy"] == ["slowing"] and not data["real"]
+    assert outcome.detail.startswith("noisy: spread ") and " on slowing, CI " in outcome.detail
+    timed = Event.objects.filter(type="AppDatasetMeasured").count()
+    assert timed == 2  # recorded, with every sample, but not admitted
+    row = application_rows()[0]
+    assert (row["status"], row["noisy"], row["real"]) == ("inconclusive", "slowing", False)
+    out = io.StringIO()
+    call_command("appgate", "list", stdout=out)
+    assert "inconclusive" in out.getvalue() and "noisy: slowing" in out.getvalue()
+
+
+def test_clocks_in_other_units_are_converted_and_a_headline_above_the_amdahl_ceiling_is_flagged(ledger, tmp_path):
+    out = io.StringIO()
+    call_command("appgate", "run", str(clocked_app(tmp_path)), "--passes", "3", stdout=out)
+    row = AppRow.objects.get(name="clocked")
+    detail = record_from_row(Event.objects.filter(type="AppGateVerdict").last()).data["detail"]
+    assert row.status == "admitted" and row.state == "INTEGRATED", out.getvalue()  # `appgate run` settles the state
+    assert row.headline == pytest.approx(4 / 3) and row.hotspot_fraction == pytest.approx(0.5)  # ms and us, in seconds
+    assert row.amdahl_ceiling == pytest.approx(4 / 3) and "measurement problem" not in detail
+    call_command("appgate", "run", str(clocked_app(tmp_path, "-DFORGED -DOUTSIDE")), "--passes", "3", stdout=out)
+    row = AppRow.objects.get(name="clocked")
+    assert row.headline == pytest.approx(8 / 3) and row.amdahl_ceiling == pytest.approx(4 / 3)
+    assert "measurement problem: the headline 2.67x is above the Amdahl ceiling 1.33x" in out.getvalue()
+    assert application_rows()[0]["above_ceiling"] is True
+
+
+def test_a_pattern_that_matches_nothing_shows_the_output_tail(tmp_path):
+    loaded = load_manifest(clocked_app(tmp_path))
+    ok, why = runner.own_verdict(loaded, runner.RunResult(True, 0, 0.1, "VERIFICATION: PASSED\nresult=1\ntime=3 s\n"))
+    assert not ok and why == "the program did not report its time (timing.pattern); output tail: " \
+                             "'VERIFICATION: PASSED\\nresult=1\\ntime=3 s'"
+
+
+def test_a_cuda_manifest_where_cuda_cannot_run_is_refused_before_anything_is_recorded(ledger, tmp_path):
+    path = write_app(tmp_path, architecture="cuda",
+                     real_program={"description": "a program that only exits", "language": "cuda", "entry": "src/main.c"})
+    before = Event.objects.count()
+    try:
+        run_gate(path, "user:test", QUICK)
+    except AppGateError as error:
+        assert "this machine cannot run cuda applications" in str(error)
+        assert Event.objects.count() == before and not AppRow.objects.exists()
+    else:
+        pytest.skip("this machine runs CUDA applications")
+
+
+def test_appgate_list_aligns_long_names(ledger, tmp_path):
+    from appgate.services import register
+
+    for folder, name in (("a", "a-rather-long-application-name-of-forty-chars"), ("b", "short")):
+        (tmp_path / folder).mkdir()
+        register(write_app(tmp_path / folder, name=name), "user:test")
+    out = io.StringIO()
+    call_command("appgate", "list", stdout=out)
+    lines = out.getvalue().splitlines()
+    assert len({line.index(" cpu ") if " cpu " in line else line.index(" arch ") for line in lines}) == 1, lines
