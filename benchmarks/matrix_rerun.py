@@ -11,15 +11,25 @@ slower speedup ResultDowngraded), prints one line per case to stderr, and writes
 - --out: the whole scratch ledger's export: the imported campaign plus the re-run's
   CandidateMeasured / GateVerdict (`revises` = the admitted verdict) and revision events;
 - --summary: JSON with started/finished UTC, wall seconds, per case {case, verdict, speedup,
-  speedup_ci, admitted_speedup, revision, seconds}, the counts, and the cases a --deadline
-  left out.
+  speedup_ci, admitted_speedup, revision, seconds (tuning included), tuning}, the counts, and
+  the cases a --deadline left out.
+
+With --tune LIBRARY (e.g. halide), each case is first tuned on --backend (a tuning run,
+measurement.tuning: two children, every schedule of the library's family checked, the correct
+ones timed in the same passes; BaselineTuned in the export), so the re-run holds the kernel to
+the library's fastest correct schedule on this machine. The case's line and its summary entry
+say what was chosen (its median, how many schedules were correct) or why nothing was; a
+tuning run that fails is counted (summary "tuning_counts") and the case is re-run with the
+schedule it had. The tuning runs count against --deadline.
 
 On the device machine (docs/gpu.md):
 
-    source scripts/device_env.sh && python3 benchmarks/matrix_rerun.py --backend cuda \\
-        --ledger device_carry/X.jsonl --out $OUT/Y.jsonl --summary $OUT/Z.json --deadline 540
+    source scripts/device_env.sh && python3 scripts/halide_aot.py --unpack && \\
+        python3 benchmarks/matrix_rerun.py --backend cuda --tune halide \\
+        --ledger fixtures/ledgers/h200_campaign.jsonl --out $OUT/Y.jsonl --summary $OUT/Z.json --deadline 540
 
-Exit status 1 when any case's re-run failed (MeasurementError); the files are written anyway.
+Exit status 1 when any case's re-run failed (MeasurementError; a failed tuning run alone does
+not count); the files are written anyway.
 """
 from __future__ import annotations
 
@@ -50,7 +60,7 @@ def run(options: argparse.Namespace) -> int:
     from ledger.transfer import import_ledger
     from measurement import selectors
     from measurement.harness.plan import DEFAULT_PROTOCOL
-    from measurement.reruns import rerun_all, rerun_counts
+    from measurement.reruns import rerun_all, rerun_counts, tuning_counts
 
     initialise_ledger(f"gate re-run ({options.backend}, scratch)", ACTOR)
     imported, _ = import_ledger(Path(options.ledger), ACTOR)
@@ -59,7 +69,8 @@ def run(options: argparse.Namespace) -> int:
     changes = {k: getattr(options, k) for k in ("passes", "launches", "max_attempts") if getattr(options, k)}
     protocol = dataclasses.replace(DEFAULT_PROTOCOL[options.backend], **changes)
     started_utc, started = utc_now(), time.perf_counter()
-    outcomes = rerun_all(options.backend, ACTOR, protocol, lambda item: log(item.line()), options.deadline)
+    outcomes = rerun_all(options.backend, ACTOR, protocol, lambda item: log(item.line()), options.deadline,
+                         tune=options.tune)
     wall = time.perf_counter() - started
     counts = rerun_counts(outcomes)
     out = Path(options.out)
@@ -83,16 +94,29 @@ def run(options: argparse.Namespace) -> int:
             "inconclusive": o.inconclusive,
             "error": o.error,
             "seconds": round(o.seconds, 3),
+            "tuning": _tuning(o.tuning),
         } for o in outcomes],
         "counts": counts,
+        "tune": options.tune,
+        "tuning_counts": tuning_counts(outcomes) if options.tune else None,
         "not_run": [case for case in standing if case not in {o.case for o in outcomes}],
         "exported_events": exported,
     }
     Path(options.summary).parent.mkdir(parents=True, exist_ok=True)
     Path(options.summary).write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
+    tuned = "".join(f"; {options.tune} {k}: {n}" for k, n in (summary["tuning_counts"] or {}).items())
     log(f"re-ran {len(outcomes)} of {len(standing)} in {wall:.1f} s: " + ", ".join(f"{n} {k}" for k, n in counts.items())
-        + f"; {exported} events in {out}")
+        + f"{tuned}; {exported} events in {out}")
     return 1 if counts["failed"] else 0
+
+
+def _tuning(tuning) -> dict | None:
+    """A case's tuning run in the summary (measurement.reruns.TuningOutcome), None without --tune."""
+    if tuning is None:
+        return None
+    return {"library": tuning.library, "outcome": tuning.outcome, "chosen": tuning.chosen, "median": tuning.median,
+            "correct": tuning.correct, "candidates": tuning.candidates, "seconds": round(tuning.seconds, 3),
+            "error": tuning.error, "measured_schedule": tuning.measured}
 
 
 def main() -> int:
@@ -105,6 +129,7 @@ def main() -> int:
     parser.add_argument("--launches", type=int, help="launches per measurement (default: the canonical protocol's)")
     parser.add_argument("--attempts", dest="max_attempts", type=int, help="timing attempts while noisy (default 3)")
     parser.add_argument("--deadline", type=float, help="seconds: start no case expected to end later")
+    parser.add_argument("--tune", metavar="LIBRARY", help="tune this library baseline on each case before its re-run")
     options = parser.parse_args()
     if any(v is not None and v < 1 for v in (options.passes, options.launches, options.max_attempts)):
         parser.error("--passes, --launches and --attempts must be at least 1")

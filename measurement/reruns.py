@@ -13,6 +13,11 @@ A re-run measures the admitted kernel again and revises its result only on concl
 
 An inconclusive re-run records its verdict (GateVerdict `inconclusive`, the detail saying why
 first) and changes no status: the result stays signable and can be re-run later.
+
+A whole-matrix re-run can first tune a library baseline on each case (rerun_all's `tune`,
+measurement.tuning), so the case is re-gated against that library's fastest correct schedule
+on this machine; a case whose tuning fails is re-gated against the schedule it had (the
+family's default unless an earlier tuning run chose one), and its outcome says so.
 """
 from __future__ import annotations
 
@@ -30,6 +35,7 @@ from measurement.harness.plan import ProtocolSettings
 from . import selectors, services
 from .reports import MeasurementReport
 from .services import GateOutcome, MeasurementError, result_key
+from .tuning import tune_baseline
 
 # What noise can cause (a slow or impossibly fast median); everything else is a wrong output or
 # a kernel that does not run, which no amount of noise explains.
@@ -116,12 +122,47 @@ def bound_name(bound: dict[str, Any] | None) -> str:
 
 
 @dataclass
+class TuningOutcome:
+    """A case's tuning run before its re-run (rerun_all's `tune`): what it chose, or why it did not."""
+
+    library: str
+    seconds: float
+    chosen: str | None = None  # None: no correct schedule, or the run failed (`error`)
+    median: float | None = None  # the chosen schedule's, seconds
+    correct: int = 0
+    candidates: int = 0
+    error: str | None = None  # the tuning run failed (MeasurementError): nothing was recorded
+    measured: str | None = None  # the schedule the re-run then measured (its identity), if it ran the library
+
+    @classmethod
+    def of(cls, payload: dict[str, Any], seconds: float) -> "TuningOutcome":
+        """From a BaselineTuned payload."""
+        chosen = next((c for c in payload["candidates"] if c["name"] == payload["chosen"]), None)
+        return cls(payload["library"], seconds, payload["chosen"], chosen["median"] if chosen else None,
+                   sum(c["correct"] for c in payload["candidates"]), len(payload["candidates"]))
+
+    @property
+    def outcome(self) -> str:
+        """tuned | no_correct_schedule | failed: the tuning counts of a re-run summary."""
+        return "failed" if self.error is not None else "tuned" if self.chosen else "no_correct_schedule"
+
+    def text(self) -> str:
+        then = f", re-run with {self.measured}" if self.measured else ""
+        if self.error is not None:
+            return f"{self.library} not tuned ({self.error}){then}"
+        if self.chosen is None:
+            return f"{self.library}: no correct schedule of {self.candidates}{then}"
+        return (f"{self.library} tuned: {self.chosen} {self.median * 1e3:.3f} ms, {self.correct} of {self.candidates} "
+                f"schedules correct [{self.seconds:.1f} s]")
+
+
+@dataclass
 class RerunOutcome:
     """One case of a whole-matrix re-run: what stood before, what the re-run found, how long it took."""
 
     case: str
     admitted_speedup: float | None  # the standing speedup it re-checked (after any earlier downgrade)
-    seconds: float
+    seconds: float  # the whole case's, its tuning run included
     verdict: str | None = None  # reconfirmed | revised | inconclusive; None when the re-run failed
     speedup: float | None = None
     speedup_ci: tuple[float, float] | None = None
@@ -129,6 +170,7 @@ class RerunOutcome:
     revision: str | None = None  # ResultRetracted | ResultDowngraded | None
     inconclusive: str = ""  # why, when the verdict is inconclusive
     error: str | None = None
+    tuning: TuningOutcome | None = None  # with rerun_all's `tune`
 
     @property
     def outcome(self) -> str:
@@ -140,14 +182,15 @@ class RerunOutcome:
         return {"ResultRetracted": "retracted", "ResultDowngraded": "downgraded"}.get(self.revision or "", "reconfirmed")
 
     def line(self) -> str:
+        tuned = f"{self.tuning.text()}; " if self.tuning is not None else ""
         if self.error is not None:
-            return f"{self.case}: FAILED ({self.error}) [{self.seconds:.1f} s]"
+            return f"{self.case}: {tuned}FAILED ({self.error}) [{self.seconds:.1f} s]"
         speed = f"{self.speedup:.3f}x" if self.speedup is not None else "-"
         ci = f" (CI {self.speedup_ci[0]:.3f}-{self.speedup_ci[1]:.3f})" if self.speedup_ci else ""
         was = f"{self.admitted_speedup:.3f}x" if self.admitted_speedup is not None else "-"
         why = f" [{', '.join(self.reasons)}]" if self.reasons else ""
         verdict = f"inconclusive ({self.inconclusive})" if self.inconclusive else self.verdict
-        return (f"{self.case}: {verdict}{why} {speed}{ci} (was {was}); "
+        return (f"{self.case}: {tuned}{verdict}{why} {speed}{ci} (was {was}); "
                 f"{self.revision or 'no revision'} [{self.seconds:.1f} s]")
 
 
@@ -158,17 +201,27 @@ def rerun_counts(outcomes: list[RerunOutcome]) -> dict[str, int]:
     return counts
 
 
+def tuning_counts(outcomes: list[RerunOutcome]) -> dict[str, int]:
+    counts = dict.fromkeys(("tuned", "no_correct_schedule", "failed"), 0)
+    for outcome in outcomes:
+        if outcome.tuning is not None:
+            counts[outcome.tuning.outcome] += 1
+    return counts
+
+
 def rerun_all(backend: str, actor: str, protocol: ProtocolSettings | None = None,
               progress: Callable[[RerunOutcome], None] | None = None,
-              deadline: float | None = None) -> list[RerunOutcome]:
+              deadline: float | None = None, tune: str | None = None) -> list[RerunOutcome]:
     """Re-run the gate on every standing operator result of `backend`, in case order.
 
     A whole-matrix re-run is how a harness, driver or library change is checked against
     everything already claimed; one case that cannot be measured must not hide the others,
     so its MeasurementError becomes a failed outcome and the loop goes on. `progress` gets
     each outcome as its case ends. `deadline` (seconds from the start) starts no case expected
-    to end after it (1.2x the slowest so far): a device call has a hard limit, and the cases
-    left out are simply not in the returned list.
+    to end after it (1.2x the slowest so far, tuning included): a device call has a hard limit,
+    and the cases left out are simply not in the returned list. `tune` names a library
+    baseline to tune on each case (tune_baseline) just before its re-run; a tuning run that
+    fails is the outcome's `tuning.error`, and the re-run goes on.
     """
     started = time.perf_counter()
     outcomes: list[RerunOutcome] = []
@@ -178,6 +231,8 @@ def rerun_all(backend: str, actor: str, protocol: ProtocolSettings | None = None
             break
         began = time.perf_counter()
         item = RerunOutcome(row.case, row.speedup, 0.0)
+        if tune is not None:
+            item.tuning = _tune(row.case, backend, tune, actor, protocol)
         try:
             gate, revision = rerun_gate(row.case, backend, actor, protocol)
         except (CaseError, MeasurementError) as exc:
@@ -186,8 +241,19 @@ def rerun_all(backend: str, actor: str, protocol: ProtocolSettings | None = None
             item.verdict, item.speedup, item.speedup_ci = gate.verdict, gate.speedup, gate.speedup_ci
             item.reasons, item.inconclusive = gate.reasons, gate.inconclusive
             item.revision = revision.type if revision is not None else None
+            if item.tuning is not None:
+                item.tuning.measured = gate.report.description.get("identities", {}).get(tune, {}).get("schedule")
         item.seconds = time.perf_counter() - began
         outcomes.append(item)
         if progress is not None:
             progress(item)
     return outcomes
+
+
+def _tune(case_id: str, backend: str, library: str, actor: str, protocol: ProtocolSettings | None) -> TuningOutcome:
+    began = time.perf_counter()
+    try:
+        event = tune_baseline(case_id, backend, library, actor=actor, protocol=protocol)
+    except (CaseError, MeasurementError) as exc:
+        return TuningOutcome(library, time.perf_counter() - began, error=str(exc))
+    return TuningOutcome.of(event.payload, time.perf_counter() - began)

@@ -102,8 +102,8 @@ def _time_schedules(case: Case, backend: str, library: str, names: list[str], sp
     timing, or why it has none (left out at the full shape, wrong timed output, too fast)."""
     variants = [scheduled(library, name) for name in names]
     coefficients = tuple(float(c) for c in case.coefficients())
-    timed = run_isolated(partial(time_variants, leave_out_failing=True), (backend, case.id, variants, coefficients, spec),
-                         protocol.timing_timeout)
+    timing = partial(time_variants, leave_out_failing=True)
+    timed = run_isolated(timing, (backend, case.id, variants, coefficients, spec), protocol.timing_timeout)
     if not timed.ok:
         return {name: (None, None, [], f"timing failed: {timed.error}") for name in names}
     summary = summarise_timing(case, timed.value, coefficients, spec)

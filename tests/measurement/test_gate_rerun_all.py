@@ -1,6 +1,7 @@
 """The whole-matrix gate re-run (`manage.py gate operator --all`, benchmarks/matrix_rerun.py) on
 the CPU backend: two small cases admitted once a session with real measurements, re-run for real;
 and the rule by which a re-run revises a result only on conclusive evidence."""
+import dataclasses
 import json
 import os
 import re
@@ -19,6 +20,7 @@ from ledger.selectors import stream_events
 from ledger.verification import verify_ledger
 from measurement import reruns as measurement_reruns
 from measurement.backends.base import Kernel
+from measurement.events import tuning_stream
 from measurement.harness.plan import DEFAULT_PROTOCOL, ProtocolSettings
 from measurement.models import OperatorResult
 from measurement.reruns import revision, rerun_verdict
@@ -150,6 +152,58 @@ def test_matrix_rerun_writes_the_export_and_the_summary(two_admitted, recorded_r
     revisions = [e["payload"]["revises"] for e in events if e["type"] in ("ResultRetracted", "ResultDowngraded")]
     assert len(revisions) == summary["counts"]["retracted"] + summary["counts"]["downgraded"]
     assert summary["exported_events"] == len(events)
+
+
+def test_matrix_rerun_tunes_each_case_before_its_rerun_within_the_deadline(recorded_runs, two_admitted, tmp_path):
+    """--tune halide: the first case is tuned (every schedule of the CPU family checked and timed,
+    BaselineTuned in the export) and re-run against the chosen schedule; a deadline shorter than
+    one case starts nothing after it, so the second case is neither tuned nor re-run."""
+    root = Path(settings.BASE_DIR)
+    env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
+    env.update(FORGESTENCIL_VAR_DIR=str(tmp_path / "var"), LEDGER_TRUSTED_PUBLIC_KEYS=public_key_text(signing_key()),
+               FORGESTENCIL_CPU_BASELINES="halide")  # the bound this test is about; the others cost time only
+    out, summary_path = tmp_path / "rerun.jsonl", tmp_path / "rerun.json"
+    done = subprocess.run(
+        [sys.executable, "benchmarks/matrix_rerun.py", "--backend", "cpu", "--ledger",
+         str(recorded_runs / f"{RECORDING}.jsonl"), "--out", str(out), "--summary", str(summary_path),
+         "--passes", "2", "--launches", "1", "--attempts", "1", "--tune", "halide", "--deadline", "1"],
+        cwd=root, env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(summary_path.read_text())
+    assert [c["case"] for c in summary["cases"]] == CASES[:1] and summary["not_run"] == CASES[1:]
+    assert summary["tune"] == "halide"
+    assert summary["tuning_counts"] == {"tuned": 1, "no_correct_schedule": 0, "failed": 0}
+    events = [json.loads(line) for line in out.read_text().splitlines() if line.strip()]
+    tuned = [e["payload"] for e in events if e["type"] == "BaselineTuned"]
+    assert [t["case"] for t in tuned] == CASES[:1]
+    candidates = tuned[0]["candidates"]
+    tuning = summary["cases"][0]["tuning"]
+    fastest = min((c for c in candidates if c["correct"]), key=lambda c: c["median"])
+    assert tuning["chosen"] == tuned[0]["chosen"] == fastest["name"]
+    assert (tuning["candidates"], tuning["correct"]) == (len(candidates), sum(c["correct"] for c in candidates))
+    assert tuning["median"] > 0 and 0 < tuning["seconds"] < summary["cases"][0]["seconds"] and tuning["error"] is None
+    assert tuning["measured_schedule"] == tuning["chosen"]  # the re-run held the kernel to the tuned schedule
+    after = events[[e["type"] for e in events].index("BaselineTuned"):]  # an export lists events in ledger order
+    measured = next(e["payload"] for e in after if e["type"] == "CandidateMeasured")
+    halide = next(v for v in measured["variants"] if v["name"] == "halide")
+    assert measured["case"] == CASES[0] and halide["identity"]["schedule"] == tuning["chosen"]
+    line = next(line for line in done.stderr.splitlines() if line.startswith(f"{CASES[0]}: halide tuned: "))
+    assert f"{tuning['chosen']} " in line and f"{tuning['correct']} of {tuning['candidates']} schedules correct" in line
+    assert CASES[1] not in done.stderr.split("standing cpu results to re-run")[1]
+
+
+def test_a_failed_tuning_run_is_counted_and_the_case_is_rerun_with_the_schedule_it_had(two_admitted, monkeypatch):
+    monkeypatch.setenv("FORGESTENCIL_CPU_BASELINES", "")  # the re-run must go on; what it measures is not the subject
+    unflushed = dataclasses.replace(QUICK, launches=1, flush=False)
+    outcomes = measurement_reruns.rerun_all("cpu", "user:test", unflushed, deadline=0.001, tune="devito")
+    assert [o.case for o in outcomes] == CASES[:1]  # the deadline: one case
+    tuning = outcomes[0].tuning
+    assert tuning.outcome == "failed" and "the CPU backend has no schedule family for 'devito'" in tuning.error
+    assert outcomes[0].error is None and outcomes[0].verdict in ("reconfirmed", "revised", "inconclusive")
+    assert measurement_reruns.tuning_counts(outcomes) == {"tuned": 0, "no_correct_schedule": 0, "failed": 1}
+    assert outcomes[0].line().startswith(f"{CASES[0]}: devito not tuned (no devito schedules for {CASES[0]} on cpu: ")
+    assert stream_events(tuning_stream("cpu", CASES[0])) == []
 
 
 @pytest.mark.parametrize("reasons, ci, spread, verdict, why", [
