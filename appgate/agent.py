@@ -25,6 +25,7 @@ from .builds import BuildResult
 from .models import AppRow
 from .proposers import AnthropicAppProposer, AppCandidate, external_candidate, unified_patch
 from .services import AppGateOutcome, AppProtocol, gate_run_held, record_candidate, register, run_gate
+from .verdicts import state_after
 
 MIN_HOTSPOT_FRACTION = 0.2  # below it even an infinitely fast kernel gains < 1.25x: out of scope
 
@@ -118,11 +119,7 @@ def _finish(name: str, outcome: AppGateOutcome, actor: str) -> None:
         what = "the candidate patch" if outcome.verdict_event.data.get("candidate") else "the candidate variant"
         _milestone(name, "M4", f"integrated: {what} is the application's optimisation at {outcome.headline:.3f}x", actor,
                    {"verdict_event": str(outcome.verdict_event.event_id), "candidate_event": outcome.verdict_event.data.get("candidate")})
-        _state(name, "INTEGRATED", outcome.detail, actor)
-    elif outcome.headline is None:
-        _state(name, "RESEARCH", f"the candidate did not pass: {', '.join(outcome.reasons)}: {outcome.detail}", actor)
-    else:
-        _state(name, "DROPPED", f"correct but {outcome.detail}", actor)
+    _state(name, *state_after(outcome.verdict, outcome.reasons, outcome.headline, outcome.detail), actor)  # as `appgate run`
 
 
 def _kernel_agent(case: str, backend: str, rounds: int, actor: str) -> tuple[str, dict, Any]:

@@ -25,6 +25,7 @@ from django.db.models import Q
 from django.db.models.functions import Substr
 
 from appgate.models import AppRow
+from appgate.verdicts import ceiling_problem
 from forge.models import RoundRow
 from forge.selectors import straightforward_kernel
 from ledger.models import Event, VerificationRun
@@ -349,11 +350,13 @@ def application_chain(app: str) -> dict[str, Any]:
                        for e in own if e.type == "AppMilestoneReached"],
         "states": [{**_stamp(e), "state": e.data["state"], "reason": e.data["reason"]} for e in own if e.type == "AppStateChanged"],
         "verdict": {**_stamp(verdict), "verdict": data["verdict"], "reasons": data["reasons"], "detail": data["detail"],
-                    "headline": data["headline"], "headline_ci": data["headline_ci"], "machine": data["machine"]} if verdict else None,
+                    "headline": data["headline"], "headline_ci": data["headline_ci"], "machine": data["machine"],
+                    "checks": data["checks"], "noisy": data["noisy"]} if verdict else None,
         "headline": row.headline, "headline_ci": row.headline_ci, "geomean": data.get("headline"),
         "real": row.real,
         "amdahl": {"hotspot_fraction": data.get("hotspot_fraction"), "hotspot_speedup": data.get("hotspot_speedup"),
-                   "ceiling": data.get("amdahl_ceiling"), "limit": data.get("amdahl_limit")},
+                   "ceiling": data.get("amdahl_ceiling"), "limit": data.get("amdahl_limit"),
+                   "problem": ceiling_problem(data.get("headline"), data.get("amdahl_ceiling"))},
         "datasets": datasets, "builds": builds,
         "history": history(merged, "headline"),
         "events": events,

@@ -110,3 +110,14 @@ def test_appgate_list_aligns_long_names(ledger, tmp_path):
     call_command("appgate", "list", stdout=out)
     lines = out.getvalue().splitlines()
     assert len({line.index(" cpu ") if " cpu " in line else line.index(" arch ") for line in lines}) == 1, lines
+
+
+def test_verdicts_recorded_before_issue_17_read_with_no_checks_and_no_noisy_list(ledger):
+    from ledger.services import NewEvent, append
+
+    payload = {"result": "app/cpu/old", "app": "old", "run": "r", "verdict": "admitted", "reasons": [], "headline": 1.5,
+               "headline_ci": [1.4, 1.6], "real": True, "architecture": "cpu"}
+    for version, extra in ((1, {}), (2, {"upstream": None})):
+        event = append(NewEvent(stream="app/old", type="AppGateVerdict", actor="user:test", schema_version=version,
+                                payload={**payload, **extra}))
+        assert (event.data["checks"], event.data["noisy"]) == (None, None) and "checks" not in event.payload

@@ -56,6 +56,7 @@ def test_seed_imports_every_committed_and_shipped_ledger_and_twice_adds_nothing(
     backends = set(OperatorResult.objects.values_list("backend", flat=True))
     assert backends == {"cpu", "cuda"}
     assert AppRow.objects.filter(status="admitted").count() == 12  # six bundled apps, CPU and CUDA
+    assert not AppRow.objects.filter(domain="testing").exists()  # no test program among the applications
     assert sum("gpu" in matrices for matrices in CaseRow.objects.values_list("matrices", flat=True)) == 37
     assert "no demo accounts" in output
     head = Event.objects.count()

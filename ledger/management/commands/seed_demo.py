@@ -1,6 +1,6 @@
 """Bring the embedded default to a browsable state in one command: an initialised ledger with the
 case matrices defined, the committed ledgers of real runs imported (a CPU forge campaign, the
-protocol ablations, the bundled apps' gate on the CPU and the H200, the H200 campaign and any
+protocol ablations on the H200, the bundled apps' gate on the CPU and the H200, the H200 campaign and any
 export shipped in fixtures/ledgers/), checkpointed
 and verified. Demo accounts exist only when FORGESTENCIL_DEMO_PASSWORD asks for them."""
 from __future__ import annotations
@@ -22,10 +22,12 @@ ACTOR = "system:seed_demo"
 ROOT = Path(settings.BASE_DIR)
 # Real runs whose exports are committed: what a new user browses before running anything.
 # The protocol ablations come before the gates' runs: they register the same apps (heat3d-cuda
-# with an older manifest), and an app's row shows its last registration.
+# with an older manifest), and an app's row shows its last registration. Not the CPU ablation
+# (docs/benchmarks/protocol_ablation_cpu.jsonl): its application is the tests' `smoothing`
+# program (domain "testing"), which would stand in the application table beside the real apps
+# (issue 17); an export is imported whole or not at all, and the H200 ablations show the page.
 COMMITTED_EXPORTS = (
     "docs/benchmarks/forge_cpu_levers.jsonl",
-    "docs/benchmarks/protocol_ablation_cpu.jsonl",
     "docs/benchmarks/protocol_ablation_h200.jsonl",
     "docs/benchmarks/protocol_ablation_h200_l2.jsonl",
     "docs/benchmarks/appgate_cpu.jsonl",
