@@ -88,7 +88,8 @@ def own_verdict(loaded: LoadedManifest, result: RunResult) -> tuple[bool, str]:
         if patterns.search(own.failure_pattern, result.stdout):
             return False, f"the program reported failure ({_line(own.failure_pattern, result.stdout)})"
         if not patterns.search(own.result_pattern, result.stdout):
-            return False, f"the program did not report its verification result (own_check.result_pattern); {tail(result.stdout)}"
+            return False, ("the program did not report its verification result (own_check.result_pattern); "
+                           + tail(result.stdout))
         said = _line(own.result_pattern, result.stdout)
     for index, c in enumerate(m.correctness.compare):
         if c.source == "file" and result.outputs.get(c.file) is None:
@@ -130,7 +131,8 @@ def _matched_text(pattern: str, text: str) -> bytes:
 def _compare(a: bytes, b: bytes, norm: str, tolerance: float) -> tuple[bool, str]:
     if norm == "exact":
         ours, theirs = hashlib.sha256(a).hexdigest(), hashlib.sha256(b).hexdigest()
-        return ours == theirs, "identical (sha256)" if ours == theirs else f"differ (sha256 {ours[:12]} vs {theirs[:12]})"
+        same = ours == theirs
+        return same, "identical (sha256)" if same else f"differ (sha256 {ours[:12]} vs {theirs[:12]})"
     x, y = _numbers(a), _numbers(b)
     if len(x) != len(y) or not x:
         return False, f"the outputs differ in length ({len(x)} vs {len(y)} numbers)"

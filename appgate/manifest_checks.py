@@ -76,10 +76,12 @@ def correctness_problems(c: Correctness, patterns: dict[str, str | None]) -> lis
         patterns.update({"correctness.own_check.result_pattern": c.own_check.result_pattern,
                          "correctness.own_check.failure_pattern": c.own_check.failure_pattern})
     if c.compare and c.no_comparison:
-        problems.append("correctness.no_comparison: only without correctness.compare (it says why nothing can be compared)")
+        problems.append("correctness.no_comparison: only without correctness.compare "
+                        "(it says why nothing can be compared)")
     elif not c.compare and not c.no_comparison:
         problems.append("correctness.compare: required: an independent comparison of the variants' outputs (or "
-                        "correctness.no_comparison: why none can be compared; the verdict is then self-checked, never REAL)")
+                        "correctness.no_comparison: why none can be compared; the verdict is then self-checked, "
+                        "never REAL)")
     if not c.compare and c.own_check is None:
         problems.append("correctness: no check at all: declare own_check, compare or both")
     for index, comparison in enumerate(c.compare):

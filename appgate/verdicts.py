@@ -59,7 +59,8 @@ def conclude(measured: list[dict]) -> Conclusion:
     headline = geomean(list(speedups.values()))
     ci = [geomean([p["speedup_ci"][k] for p in measured]) for k in (0, 1)]
     amdahl = amdahl_bounds(measured)
-    detail = f"{headline:.3f}x all-dataset geometric mean over {len(measured)} dataset(s) (95% CI {ci[0]:.3f}-{ci[1]:.3f})"
+    detail = (f"{headline:.3f}x all-dataset geometric mean over {len(measured)} dataset(s) "
+              f"(95% CI {ci[0]:.3f}-{ci[1]:.3f})")
     reasons = [] if headline >= FLOOR else ["below_floor"]
     if reasons:
         detail += f"; below the {FLOOR}x floor"

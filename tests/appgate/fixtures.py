@@ -58,9 +58,11 @@ def clocked_app(tmp_path: Path, candidate: str = "-DFORGED", **changes) -> Path:
         "build": {"command": "cc -O1 {switch} -o {out} src/main.c"},
         "switch": {"kind": "build_flag", "baseline": "-DBASELINE", "candidate": candidate},
         "datasets": [{"name": "one", "args": "1.0"}],
-        "correctness": {"own_check": {"result_pattern": "VERIFICATION: PASSED", "failure_pattern": "VERIFICATION: FAILED"},
+        "correctness": {"own_check": {"result_pattern": "VERIFICATION: PASSED",
+                                      "failure_pattern": "VERIFICATION: FAILED"},
                         "compare": [{"source": "stdout", "pattern": "^result=([0-9.]+)$", "tolerance": 1e-12}]},
         "timing": {"source": "pattern", "pattern": r"time_ms=([0-9.]+)", "unit": "ms"},
-        "hotspot": {"source": "pattern", "pattern": r"hotspot_us=([0-9.]+)", "unit": "us", "case": "star2d_1/64x64/f64"},
+        "hotspot": {"source": "pattern", "pattern": r"hotspot_us=([0-9.]+)", "unit": "us",
+                    "case": "star2d_1/64x64/f64"},
     }
     return write_app(tmp_path, CLOCKED, **{**blocks, **changes})

@@ -40,7 +40,8 @@ def test_a_wrong_candidate_that_prints_pass_is_rejected_by_the_output_comparison
 
 def test_without_a_comparison_a_wrong_candidate_passes_only_as_self_checked(ledger, tmp_path):
     compared = run_gate(clocked_app(tmp_path, "-DFORGED -DWRONG"), "user:test", QUICK)
-    assert compared.reasons == ["candidate_incorrect"] and "max_rel difference 0.333 > tolerance 1e-12" in compared.detail
+    assert compared.reasons == ["candidate_incorrect"]
+    assert "max_rel difference 0.333 > tolerance 1e-12" in compared.detail
     own_only = {"own_check": {"result_pattern": "VERIFICATION: PASSED", "failure_pattern": "VERIFICATION: FAILED"},
                 "no_comparison": "the test declares nothing comparable"}
     outcome = run_gate(clocked_app(tmp_path, "-DFORGED -DWRONG", correctness=own_only), "user:test", QUICK)
@@ -89,7 +90,8 @@ def test_a_pattern_that_matches_nothing_shows_the_output_tail(tmp_path):
 
 def test_a_cuda_manifest_where_cuda_cannot_run_is_refused_before_anything_is_recorded(ledger, tmp_path):
     path = write_app(tmp_path, architecture="cuda",
-                     real_program={"description": "a program that only exits", "language": "cuda", "entry": "src/main.c"})
+                     real_program={"description": "a program that only exits", "language": "cuda",
+                                   "entry": "src/main.c"})
     before = Event.objects.count()
     try:
         run_gate(path, "user:test", QUICK)
