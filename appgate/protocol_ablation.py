@@ -278,7 +278,7 @@ def _subject_kernel(case: Case, backend: str, kernel: Kernel | None) -> tuple[Ke
     if backend == "cpu":
         straightforward = Kernel(codegen.straightforward_c(case), {})
     else:
-        straightforward = Kernel(codegen.straightforward_cuda(case), dict(codegen.DEFAULT_CUDA_LAUNCH))
+        straightforward = Kernel(codegen.straightforward_cuda(case), codegen.straightforward_cuda_launch(case))
     return straightforward, f"the straightforward kernel (nothing is admitted for {key})"
 
 

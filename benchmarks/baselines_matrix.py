@@ -193,7 +193,7 @@ def repeatability(case_id: str, settings) -> dict:
     from measurement.harness import codegen
 
     case = parse_case(case_id)
-    kernel = Kernel(codegen.straightforward_cuda(case), {k: list(v) for k, v in codegen.DEFAULT_CUDA_LAUNCH.items()})
+    kernel = Kernel(codegen.straightforward_cuda(case), codegen.straightforward_cuda_launch(case))
     before = os.environ.get("FORGESTENCIL_CUDA_BASELINES")
     os.environ["FORGESTENCIL_CUDA_BASELINES"] = ""  # only the two identical variants
     started = time.perf_counter()

@@ -74,7 +74,7 @@ def run(options) -> dict:
     for case_id in options.cases.split(","):
         case = parse_case(case_id)
         source = codegen.straightforward_cuda(case) if options.backend == "cuda" else codegen.straightforward_c(case)
-        launch = {k: list(v) for k, v in codegen.DEFAULT_CUDA_LAUNCH.items()} if options.backend == "cuda" else {"threads": None}
+        launch = codegen.straightforward_cuda_launch(case) if options.backend == "cuda" else {"threads": None}
         log.clear()
         began = time.perf_counter()
         report = services.measure(case_id, options.backend, Kernel(source, launch))

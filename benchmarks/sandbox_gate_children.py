@@ -48,7 +48,7 @@ def steps(case, specs, candidate) -> dict:
 def main() -> None:
     case = parse_case(sys.argv[2] if len(sys.argv) > 2 else "star_1/256x256x256/f32")
     specs = check_plan(case, "cuda", 11)
-    launch = {k: list(v) for k, v in codegen.DEFAULT_CUDA_LAUNCH.items()}
+    launch = codegen.straightforward_cuda_launch(case)
     candidate = Variant("candidate", Kernel(codegen.straightforward_cuda(case), launch), "candidate")
     for mode in sys.argv[1].split(","):
         os.environ.pop("FORGESTENCIL_UNSAFE_NO_SANDBOX", None)

@@ -62,7 +62,7 @@ def measure_mode(backend: str, repeat: int) -> dict:
 
     case = parse_case(CASES[backend])
     source = codegen.straightforward_c(case) if backend == "cpu" else codegen.straightforward_cuda(case)
-    launch = {} if backend == "cpu" else {k: list(v) for k, v in codegen.DEFAULT_CUDA_LAUNCH.items()}
+    launch = {} if backend == "cpu" else codegen.straightforward_cuda_launch(case)
     variant = Variant("straightforward", Kernel(source, launch), "baseline")
     specs = check_plan(case, backend, 12345)
     first = seconds(lambda: isolation.run_isolated(time.perf_counter, (), 300))

@@ -39,7 +39,7 @@ def straightforward_kernel(case_id: str, backend: str) -> Kernel:
     case = parse_case(case_id)
     if backend == "cpu":
         return Kernel(codegen.straightforward_c(case), {})
-    return Kernel(codegen.straightforward_cuda(case), dict(codegen.DEFAULT_CUDA_LAUNCH))
+    return Kernel(codegen.straightforward_cuda(case), codegen.straightforward_cuda_launch(case))
 
 
 def perf_log(case: str) -> list[str]:
