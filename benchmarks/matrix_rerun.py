@@ -22,6 +22,9 @@ say what was chosen (its median, how many schedules were correct) or why nothing
 tuning run that fails is counted (summary "tuning_counts") and the case is re-run with the
 schedule it had. The tuning runs count against --deadline.
 
+--only finishes what a deadline left out, in a second call: give it the first call's export as
+--ledger (its tuning runs and re-runs come along) and its summary as --only (its `not_run`).
+
 On the device machine (docs/gpu.md):
 
     source scripts/device_env.sh && python3 scripts/halide_aot.py --unpack && \\
@@ -54,6 +57,17 @@ def utc_now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
+def cases_to_run(only: str | None) -> set[str] | None:
+    """--only: case ids, comma-separated, or a previous call's --summary JSON, whose `not_run`
+    (the cases its deadline left out) are the ones to run now."""
+    if only is None:
+        return None
+    path = Path(only)
+    if path.suffix == ".json" and path.exists():
+        return set(json.loads(path.read_text(encoding="utf-8"))["not_run"])
+    return {case.strip() for case in only.split(",") if case.strip()}
+
+
 def run(options: argparse.Namespace) -> int:
     scratch_ledger.setup_django("matrix-rerun")
     from ledger.services import initialise_ledger
@@ -65,12 +79,18 @@ def run(options: argparse.Namespace) -> int:
     initialise_ledger(f"gate re-run ({options.backend}, scratch)", ACTOR)
     imported, _ = import_ledger(Path(options.ledger), ACTOR)
     standing = [row.case for row in selectors.standing_operator_results(options.backend)]
+    only = cases_to_run(options.only)
+    if only is not None:
+        unknown = sorted(only - set(standing))
+        if unknown:
+            raise SystemExit(f"--only names cases without a standing {options.backend} result: {', '.join(unknown)}")
+        standing = [case for case in standing if case in only]
     log(f"imported {imported} events from {options.ledger}; {len(standing)} standing {options.backend} results to re-run")
     changes = {k: getattr(options, k) for k in ("passes", "launches", "max_attempts") if getattr(options, k)}
     protocol = dataclasses.replace(DEFAULT_PROTOCOL[options.backend], **changes)
     started_utc, started = utc_now(), time.perf_counter()
     outcomes = rerun_all(options.backend, ACTOR, protocol, lambda item: log(item.line()), options.deadline,
-                         tune=options.tune)
+                         tune=options.tune, only=only)
     wall = time.perf_counter() - started
     counts = rerun_counts(outcomes)
     out = Path(options.out)
@@ -130,6 +150,8 @@ def main() -> int:
     parser.add_argument("--attempts", dest="max_attempts", type=int, help="timing attempts while noisy (default 3)")
     parser.add_argument("--deadline", type=float, help="seconds: start no case expected to end later")
     parser.add_argument("--tune", metavar="LIBRARY", help="tune this library baseline on each case before its re-run")
+    parser.add_argument("--only", metavar="CASES|SUMMARY.json",
+                        help="re-run only these cases (comma-separated), or the not_run cases of a previous --summary")
     options = parser.parse_args()
     if any(v is not None and v < 1 for v in (options.passes, options.launches, options.max_attempts)):
         parser.error("--passes, --launches and --attempts must be at least 1")

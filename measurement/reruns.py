@@ -211,7 +211,8 @@ def tuning_counts(outcomes: list[RerunOutcome]) -> dict[str, int]:
 
 def rerun_all(backend: str, actor: str, protocol: ProtocolSettings | None = None,
               progress: Callable[[RerunOutcome], None] | None = None,
-              deadline: float | None = None, tune: str | None = None) -> list[RerunOutcome]:
+              deadline: float | None = None, tune: str | None = None,
+              only: set[str] | None = None) -> list[RerunOutcome]:
     """Re-run the gate on every standing operator result of `backend`, in case order.
 
     A whole-matrix re-run is how a harness, driver or library change is checked against
@@ -221,11 +222,14 @@ def rerun_all(backend: str, actor: str, protocol: ProtocolSettings | None = None
     to end after it (1.2x the slowest so far, tuning included): a device call has a hard limit,
     and the cases left out are simply not in the returned list. `tune` names a library
     baseline to tune on each case (tune_baseline) just before its re-run; a tuning run that
-    fails is the outcome's `tuning.error`, and the re-run goes on.
+    fails is the outcome's `tuning.error`, and the re-run goes on. `only` limits the re-run to
+    those cases: a second device call finishing what a first one's deadline left out.
     """
     started = time.perf_counter()
     outcomes: list[RerunOutcome] = []
     for row in selectors.standing_operator_results(backend):
+        if only is not None and row.case not in only:
+            continue
         elapsed = time.perf_counter() - started
         if deadline is not None and outcomes and elapsed + 1.2 * max(o.seconds for o in outcomes) > deadline:
             break

@@ -191,6 +191,20 @@ def test_matrix_rerun_tunes_each_case_before_its_rerun_within_the_deadline(recor
     line = next(line for line in done.stderr.splitlines() if line.startswith(f"{CASES[0]}: halide tuned: "))
     assert f"{tuning['chosen']} " in line and f"{tuning['correct']} of {tuning['candidates']} schedules correct" in line
     assert CASES[1] not in done.stderr.split("standing cpu results to re-run")[1]
+    # a second call finishes what the deadline left out: the first call's export and summary in, that case alone run
+    env["LEDGER_TRUSTED_PUBLIC_KEYS"] += "," + json.loads(out.read_text().splitlines()[-1])["payload"]["public_key"]
+    second, second_summary = tmp_path / "rest.jsonl", tmp_path / "rest.json"
+    rest = subprocess.run(
+        [sys.executable, "benchmarks/matrix_rerun.py", "--backend", "cpu", "--ledger", str(out), "--out", str(second),
+         "--summary", str(second_summary), "--passes", "2", "--launches", "1", "--attempts", "1",
+         "--only", str(summary_path)],
+        cwd=root, env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert rest.returncode == 0, rest.stderr
+    finished = json.loads(second_summary.read_text())
+    assert [c["case"] for c in finished["cases"]] == CASES[1:] and finished["not_run"] == []
+    carried = [json.loads(line) for line in second.read_text().splitlines() if line.strip()]
+    assert [e["payload"]["case"] for e in carried if e["type"] == "BaselineTuned"] == CASES[:1]  # the first call's tuning came along
 
 
 def test_a_failed_tuning_run_is_counted_and_the_case_is_rerun_with_the_schedule_it_had(two_admitted, monkeypatch):
