@@ -80,6 +80,18 @@ def run(options) -> int:
 # ---------------------------------------------------------------- the tables, from the export alone
 
 
+def correctness_text(correctness: dict) -> str:
+    """A recorded manifest's correctness: the single mode of manifests before issue 17, or its two
+    checks (the program's own, the compared outputs or why none can be compared)."""
+    if "mode" in correctness:
+        return correctness["mode"]
+    parts = ["own check" if correctness.get("own_check") else "no own check"]
+    compared = correctness.get("compare") or []
+    parts.append("compares " + ", ".join(f"{c['source']} ({c['norm']})" for c in compared) if compared
+                 else f"no comparison ({correctness.get('no_comparison')})")
+    return " + ".join(parts)
+
+
 def _x(value, ci=None) -> str:
     if value is None:
         return "-"
@@ -114,7 +126,7 @@ def table(path: Path) -> str:
                 m = registered["payload"]["manifest"]
                 machine = (f"{m['real_program']['description'].rstrip('.')}; {len(m['datasets'])} dataset(s): "
                            + ", ".join(f"{d['name']} (`{d['args']}`)" for d in m["datasets"])
-                           + f"; timing {m['timing']['source']}; correctness {m['correctness']['mode']}")
+                           + f"; timing {m['timing']['source']}; correctness {correctness_text(m['correctness'])}")
         lines += [f"### {p0['subject']} — ablation `{ablation}`", "", machine, "",
                   "| requirement removed | status | honest [95% CI] | ablated [95% CI] | distortion | note |",
                   "|---|---|---|---|---|---|"]
