@@ -65,8 +65,14 @@ def table(path: Path) -> str:
         "An application gated more than once (a re-forged variant) has one row per verdict, in the order",
         "recorded; only its last verdict stands.",
         "",
-        "| application | recorded (UTC) | verdict | headline (all-dataset geometric mean) [95% CI] | per dataset | hotspot f | Amdahl ceiling | REAL | machine |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "Checks: the correctness checks the verdict rests on (the program's own, the comparison of outputs); "
+        "verdicts before issue 17 recorded none. Noisy: the datasets still above the 2% pass spread after every "
+        "attempt (since issue 17 they make the verdict inconclusive). A headline more than 2% above its Amdahl "
+        "ceiling is marked: the ceiling bounds what the hotspot's own speedup allows, so such a headline is a "
+        "measurement problem.",
+        "",
+        "| application | recorded (UTC) | verdict | checks | headline (all-dataset geometric mean) [95% CI] | per dataset | noisy | hotspot f | Amdahl ceiling | REAL | machine |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     last = {event["payload"]["app"]: event["event_id"] for event in verdicts}
     for event in verdicts:
@@ -77,9 +83,14 @@ def table(path: Path) -> str:
         machine = v["machine"].get("device") or v["machine"].get("cpu") or v["machine"].get("backend", "?")
         recorded = (event["origin"] or {}).get("recorded_at") or event["recorded_at"]
         superseded = "" if last[v["app"]] == event["event_id"] else ", superseded"
+        checks = " + ".join(v.get("checks") or []) or "not recorded"
+        noisy = ", ".join(v["noisy"]) if v.get("noisy") else ("none" if v.get("noisy") is not None else "not recorded")
+        ceiling = v.get("amdahl_ceiling")
+        above = " (**headline above it**)" if ceiling and v.get("headline") and v["headline"] > ceiling * 1.02 else ""
         lines.append(
-            f"| {v['app']} | {recorded[:16].replace('T', ' ')} | {v['verdict']}{' (' + ', '.join(v['reasons']) + ')' if v['reasons'] else ''}{superseded} | {headline} | {per} "
-            f"| {_fmt(v.get('hotspot_fraction'), '.2f')} | {_fmt(v.get('amdahl_ceiling'), '.2f', 'x')} | {'yes' if v['real'] else 'no'} | {machine} |")
+            f"| {v['app']} | {recorded[:16].replace('T', ' ')} | {v['verdict']}{' (' + ', '.join(v['reasons']) + ')' if v['reasons'] else ''}{superseded} "
+            f"| {checks} | {headline} | {per} | {noisy} "
+            f"| {_fmt(v.get('hotspot_fraction'), '.2f')} | {_fmt(ceiling, '.2f', 'x')}{above} | {'yes' if v['real'] else 'no'} | {machine} |")
     lines += ["", "Per dataset (medians of the program's own reported time over the interleaved passes):", "",
               "| application | dataset | baseline | candidate | speedup [95% CI] | passes | noisy |", "|---|---|---|---|---|---|---|"]
     for event in verdicts:
