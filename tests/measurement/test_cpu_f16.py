@@ -89,3 +89,24 @@ def test_the_kernel_converts_eight_halves_at_once_with_f16c_and_falls_back_witho
     assert "vcvtph2ps\t(" not in assembly("-mno-f16c")  # LANES 0: the scalar kernel's casts
     vector = assembly("-mf16c", "-mavx")
     assert "%ymm" in vector and "vcvtph2ps\t(" in vector
+
+
+def test_the_cpu_f16_rate_benchmark_checks_then_times_all_three_kernels_at_both_thread_counts(backend, monkeypatch):
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "f16_naive_rate_cpu.py"
+    spec = importlib.util.spec_from_file_location("f16_naive_rate_cpu", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    monkeypatch.setattr(bench, "PASSES", 2)
+    monkeypatch.setattr(bench, "LAUNCHES", 2)
+    monkeypatch.setattr(bench, "WARMUP", 1)
+    result = bench.measure_grid(backend, "box_1/12x14x40", 3)
+    assert all(check["correct"] for check in result["checks"].values())
+    assert set(result["threads"]) == {"1_thread", "all_threads"}
+    for setting in result["threads"].values():
+        kernels = setting["kernels"]
+        assert set(kernels) == {"f32", "f16", "f16_scalar"}
+        assert all(len(k["samples_s"]) == 2 and k["bytes_per_s"] > 0 for k in kernels.values())
+        assert setting["ratio"] == kernels["f16"]["bytes_per_s"] / kernels["f32"]["bytes_per_s"]
