@@ -12,15 +12,10 @@ inside a harness child process, through `get_backend("cuda")`. The parts:
   FORGESTENCIL_CUDA_BASELINES (comma-separated names, may be empty) restricts them, e.g. for
   quick tests. "straightforward" comes from measurement.harness.codegen.
 * `cuda_device`: device properties and nvidia-smi state.
-* here: arrays, timing and the Backend itself.
-
-Arrays: each input and the output sits inside a larger device buffer whose padding (one
-plane plus eight rows on each side in 3D, eight rows in 2D) is NaN. A read past an array's
-ends yields a computed NaN in the output, which the judge tells from the output's own poison
-(a NaN of another bit pattern) and rejects as out_of_bounds; a write past the output's ends
-is found when the output is read back (`output()` raises OutOfBoundsWrite, a runtime error);
-a write past an input's ends counts as modifying the input (the comparison covers the
-padding too).
+* `cuda_memory`: arrays in NaN-padded device buffers (CudaBuffers; a write into the padding
+  raises OutOfBoundsWrite when the output is read back).
+* here: allocation, timing and the Backend itself; CudaBuffers and OutOfBoundsWrite are
+  re-exported, so callers keep importing them from here.
 
 Timing: CUDA events around each launch on the current (legacy default) stream, which torch
 and CuPy share; with `flush`, an untimed kernel first reads a buffer of twice the L2 size (a
@@ -35,7 +30,6 @@ import importlib.util
 import os
 import platform
 import time
-from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
@@ -44,16 +38,18 @@ import numpy as np
 from measurement.harness import codegen
 from measurement.harness.cases import Case
 
-from .base import Kernel, Variant, fill_output_poison
+from .base import Kernel, Variant
 from .cuda_baselines import CupyxBaseline, PystencilsBaseline, TorchConvBaseline, device_coefficients
 from .cuda_bounds import composed_on_cuda, historical_baselines, historical_kernel
 from .cuda_compile import NVRTC_OPTIONS, checked_launch, compile_module, compiled_kernel
 from .cuda_device import DeviceFacts, compute_processes, cuda_version, cupy, device_facts, query_gpu, version_of
+from .cuda_memory import PAD_ROWS, CudaBuffers, OutOfBoundsWrite, pad_elements
 from .halide_cuda import HalideCudaBaseline, compiled_cases, schedule_family
+
+__all__ = ["BASELINES_ENV", "CudaBackend", "CudaBuffers", "OutOfBoundsWrite", "create"]
 
 BASELINES_ENV = "FORGESTENCIL_CUDA_BASELINES"
 COPY_LAUNCHES = 20
-PAD_ROWS = 8
 MEMORY_MARGIN = 0.9  # of the free device memory: the rest for CuPy's pool rounding, cuDNN workspaces
 
 HARNESS_SOURCE = r"""
@@ -80,79 +76,6 @@ extern "C" __global__ void harness_copy(const int4* __restrict__ src, int4* __re
 
 def create() -> "CudaBackend":
     return CudaBackend()
-
-
-class OutOfBoundsWrite(RuntimeError):
-    """The kernel wrote into the NaN padding around its output array."""
-
-
-# ---------------------------------------------------------------- memory
-
-
-def _pad_elements(case: Case) -> int:
-    """NaN padding on each side of an array: one plane + PAD_ROWS rows (3D) or PAD_ROWS rows
-    (2D), rounded up to 256 bytes so every array starts 256-byte aligned."""
-    nz, ny, nx = codegen.grid_extents(case)
-    pad = (ny * nx if case.stencil.dims == 3 else 0) + PAD_ROWS * nx
-    align = 256 // case.dtype.itemsize
-    return max(align, -(-pad // align) * align)
-
-
-_BITS = {2: np.uint16, 4: np.uint32, 8: np.uint64}
-
-
-def _same_bits(a, b) -> bool:
-    bits = _BITS[a.dtype.itemsize]
-    return bool(cupy.array_equal(a.view(bits), b.view(bits)))
-
-
-@dataclass
-class CudaBuffers:
-    """Inputs and output of one problem in NaN-padded device buffers (see base.Buffers)."""
-
-    case: Case
-    pad: int
-    padded: dict[str, Any]  # name -> 1D device buffer: pad | array | pad
-    views: dict[str, Any]  # name -> the array inside (C-contiguous, case.shape)
-    pristine: dict[str, Any]  # input name -> device copy of its padded buffer
-    cache: dict[str, Any] = field(default_factory=dict)  # per-problem scratch of the baselines
-
-    @property
-    def extents(self) -> tuple[int, int, int]:
-        return codegen.grid_extents(self.case)
-
-    def array(self, name: str):
-        """The live device array (no copy)."""
-        return self.views[name]
-
-    def has(self, name: str) -> bool:
-        return name in self.views
-
-    def poison_output(self) -> None:
-        fill_output_poison(self.padded["y"])
-
-    def fill_output(self, value: float) -> None:
-        """A device-side fill of the array; the padding keeps its NaN (so a write there still shows)."""
-        self.views["y"].fill(value)
-
-    def sampler(self, points: np.ndarray):
-        flat = cupy.asarray(np.ravel_multi_index(tuple(points.T), self.case.shape))
-        y = self.views["y"].reshape(-1)  # a view: the array is C-contiguous
-        return lambda: cupy.asnumpy(y[flat])
-
-    def output(self) -> np.ndarray:
-        full = self.padded["y"]
-        spilled = int(cupy.count_nonzero(~cupy.isnan(full[: self.pad]))) + int(cupy.count_nonzero(~cupy.isnan(full[-self.pad :])))
-        if spilled:
-            raise OutOfBoundsWrite(f"the kernel wrote {spilled} elements outside the output array (into its NaN padding)")
-        return cupy.asnumpy(self.views["y"])
-
-    def inputs_unchanged(self) -> bool:
-        return all(_same_bits(self.padded[name], original) for name, original in self.pristine.items())
-
-    def input_array(self, name: str) -> np.ndarray:
-        """A host copy of the input's current contents."""
-        return cupy.asnumpy(self.views[name])
 
 
 # ---------------------------------------------------------------- the backend
@@ -374,7 +297,7 @@ class CudaBackend:
 
     def allocate(self, case: Case, inputs: dict[str, np.ndarray], guard: str | None = None) -> CudaBuffers:
         """`guard` is accepted and ignored: the NaN padding plays its part on every run."""
-        pad = _pad_elements(case)
+        pad = pad_elements(case)
         n = case.points
         padded, views, pristine = {}, {}, {}
         for name in (*case.input_names, "y"):

@@ -20,7 +20,7 @@ from .base import library_identity
 from .cuda_device import cupy
 
 if TYPE_CHECKING:
-    from .cuda import CudaBuffers
+    from .cuda_memory import CudaBuffers
 
 
 _host_coefficients: dict[int, tuple[Any, np.ndarray]] = {}

@@ -11,7 +11,7 @@ Nothing here imports Django, nor cupy at its top (cuda_device.cupy imports it on
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -22,9 +22,7 @@ from measurement.harness.codegen_f16 import vectorised
 from .base import Kernel, Prepared, Variant
 from .composed import compose
 from .cuda_device import cupy
-
-if TYPE_CHECKING:
-    from .cuda import CudaBuffers
+from .cuda_memory import CudaBuffers
 
 F16_SCALAR = "straightforward_f16_scalar"
 
@@ -46,11 +44,11 @@ def nan_pair(case: Case) -> tuple[Any, Any]:
     return cupy.full(case.shape, np.nan, dtype=case.dtype), cupy.full(case.shape, np.nan, dtype=case.dtype)
 
 
-def step_buffers(buffers: "CudaBuffers", src, dst) -> "CudaBuffers":
+def step_buffers(buffers: CudaBuffers, src, dst) -> CudaBuffers:
     """Buffers of one launch: input u = `src`, output y = `dst` (None: the problem's own). No
     padding or pristine copies: the problem's own buffers check the inputs and y's padding."""
     views = {"u": buffers.views["u"] if src is None else src, "y": buffers.views["y"] if dst is None else dst}
-    return type(buffers)(buffers.case, 0, {}, views, {})  # CudaBuffers (measurement.backends.cuda imports this module)
+    return CudaBuffers(buffers.case, 0, {}, views, {})
 
 
 def composed_on_cuda(case: Case, variant: Variant, single: Prepared) -> Prepared:

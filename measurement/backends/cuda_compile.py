@@ -25,7 +25,7 @@ from .base import CompileError
 from .cuda_device import DEFAULT_SHARED_LIMIT, DeviceFacts, cupy
 
 if TYPE_CHECKING:
-    from .cuda import CudaBuffers
+    from .cuda_memory import CudaBuffers
 
 NVRTC_OPTIONS = ("--std=c++17",)
 LAUNCH_KEYS = {"block", "tile", "shared_bytes"}
