@@ -71,7 +71,8 @@ def measure_grid(backend, grid: str, seed: int) -> dict:
     for index in range(PASSES):
         for key in keys[index % len(keys):] + keys[: index % len(keys)]:
             p = precision_of[key[0]]
-            samples[key].append(backend.time_launches(prepared[key], buffers[p], coefs[p], LAUNCHES, True, before=decoy(p)))
+            samples[key].append(
+                backend.time_launches(prepared[key], buffers[p], coefs[p], LAUNCHES, True, before=decoy(p)))
     result: dict = {"grid": grid, "checks": checks, "threads": {}}
     for setting, threads in THREADS.items():
         kernels = {}
@@ -105,14 +106,16 @@ def main() -> None:
         results.append(measure_grid(backend, grid.strip(), options.seed))
         for setting, r in results[-1]["threads"].items():
             k = r["kernels"]
-            print(f"{grid:20s} {setting:11s} f32 {k['f32']['median_s'] * 1e3:8.3f} ms  f16 {k['f16']['median_s'] * 1e3:8.3f} ms"
+            print(f"{grid:20s} {setting:11s} f32 {k['f32']['median_s'] * 1e3:8.3f} ms"
+                  f"  f16 {k['f16']['median_s'] * 1e3:8.3f} ms"
                   f"  f16 scalar {k['f16_scalar']['median_s'] * 1e3:8.3f} ms  ratio {r['ratio']:.3f}"
                   f" (scalar {r['ratio_scalar']:.3f})", flush=True)
     report = {
         "what": "straightforward C kernel bytes/s, f16 vs f32 on the same grid (benchmarks/f16_naive_rate_cpu.py)",
         "command": " ".join([".venv/bin/python", "benchmarks/f16_naive_rate_cpu.py", *sys.argv[1:]]),
         "protocol": {"passes": PASSES, "launches": LAUNCHES, "warmup": WARMUP, "cache_flush": True, "interleaved": True,
-                     "decoy_fill_before_each_launch": True, "threads": {k: v or cpu.all_cores() for k, v in THREADS.items()}},
+                     "decoy_fill_before_each_launch": True,
+                     "threads": {k: v or cpu.all_cores() for k, v in THREADS.items()}},
         "target_ratio": 0.9,
         "device": backend.describe(),
         "environment_before": environment_before,

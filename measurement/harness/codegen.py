@@ -18,8 +18,8 @@ Nothing here imports Django.
 """
 from __future__ import annotations
 
-from .codegen_base import (ACC_TYPES, C_TYPES, CUDA_TYPES, acc_type, c_type, coefficient_locals, cuda_type, grid_extents,
-                           header, index_expr, sum_lines)
+from .codegen_base import (ACC_TYPES, C_TYPES, CUDA_TYPES, acc_type, c_type, coefficient_locals, cuda_type,
+                           grid_extents, header, index_expr, sum_lines)
 from .codegen_c import empty_c, straightforward_c, straightforward_c_f16, straightforward_c_scalar, vectorised_c
 from .codegen_cuda import (DEFAULT_CUDA_LAUNCH, composed_star1_polynomials, composed_star1_weights, cuda_composed_sum,
                            cuda_composed_tables, cuda_composed_weights, cuda_launch_geometry, empty_cuda, octahedron,

@@ -37,7 +37,8 @@ from .codegen_f16 import LAUNCH, straightforward_cuda_f16, vectorised
 DEFAULT_CUDA_LAUNCH: dict[str, Any] = {"block": [32, 8, 1]}
 
 
-def cuda_launch_geometry(case: Case, launch: dict[str, Any] | None = None) -> tuple[tuple[int, int, int], tuple[int, int, int], int]:
+def cuda_launch_geometry(case: Case, launch: dict[str, Any] | None = None
+                         ) -> tuple[tuple[int, int, int], tuple[int, int, int], int]:
     """(grid, block, shared_bytes) of a CUDA launch JSON for `case`, as the ABI defines them.
 
     grid = ceil(nx/tx) × ceil(ny/ty) × ceil(nz/tz), tile defaulting to block; 2D cases have nz = 1.

@@ -80,8 +80,11 @@ def test_a_diamond_candidate_slower_than_t_launches_of_the_admitted_star_1_kerne
     assert composed.identity["steps"] == 4 and composed.identity["single_step_case"] == star
     data = outcome.verdict_event.data
     assert outcome.verdict == "rejected" and data["reasons"] == ["not_faster_than_public_bound"]
-    assert data["bound"]["name"] == "composed(star_1 admitted x4)"
-    assert "over composed(star_1 admitted x4)" in data["detail"]
+    # The straightforward f16 kernel is the F16C one (measurement.harness.codegen_c), about as fast
+    # as honest_f16c: either composed bound may be the faster, and the verdict names that one.
+    bound = outcome.report.bound.variant.name
+    assert bound in ("composed(star_1 admitted x4)", "composed(straightforward x4)")
+    assert data["bound"]["name"] == bound and f"over {bound}" in data["detail"]
     recorded = {v["name"]: v for v in outcome.measured_event.data["variants"]}
     assert recorded["composed(star_1 admitted x4)"]["source_hash"] == hashlib.sha256(F16C.encode()).hexdigest()
     assert recorded["composed(straightforward x4)"]["identity"]["admitted_under"] is None
