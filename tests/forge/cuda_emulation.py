@@ -44,6 +44,9 @@ inline float __half2float(__half h) { return (float)h; }
 inline __half __float2half(float f) { return (__half)f; }
 inline float2 __half22float2(__half2 h) { return float2{(float)h.x, (float)h.y}; }
 inline __half2 __floats2half2_rn(float a, float b) { return __half2{(__half)a, (__half)b}; }
+inline __half2 __halves2half2(__half a, __half b) { return __half2{a, b}; }
+inline float __low2float(__half2 h) { return (float)h.x; }
+inline float __high2float(__half2 h) { return (float)h.y; }
 """
 
 DRIVER = r"""
