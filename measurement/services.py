@@ -109,6 +109,32 @@ def _check(case: Case, backend: str, variant: Variant, specs: list[CheckSpec], t
     return correctness_from_failure(outcome, survived), []
 
 
+@dataclass(frozen=True)
+class Start:
+    """What every run of the harness's children begins with: the case, the sandbox it will run in,
+    the protocol, a progress callback, a fresh seed and the checks drawn from it."""
+
+    case: Case
+    isolation: dict[str, Any]
+    protocol: ProtocolSettings
+    say: Callable[[str], None]
+    seed: int
+    specs: list[CheckSpec]
+
+
+def start(case_id: str, backend: str, protocol: ProtocolSettings | None, progress) -> Start:
+    """MeasurementError when there is no sandbox: no sandbox, no measurement (unless explicitly
+    opted out, which the isolation description then says)."""
+    case = parse_case(case_id)
+    try:
+        isolation = isolation_description()
+    except SandboxUnavailable as error:
+        raise MeasurementError(str(error)) from None
+    seed = int.from_bytes(os.urandom(8), "little") >> 12  # < 2**52: exact in JSON
+    return Start(case, isolation, protocol or DEFAULT_PROTOCOL[backend], progress or (lambda message: None), seed,
+                 check_plan(case, backend, seed))
+
+
 def measure(
     case_id: str,
     backend: str,
@@ -118,15 +144,9 @@ def measure(
     progress=None,
 ) -> MeasurementReport:
     """Check every variant, then time the correct ones with the canonical protocol."""
-    case = parse_case(case_id)
-    try:  # no sandbox, no measurement (unless explicitly opted out: the description says so)
-        isolation = isolation_description()
-    except SandboxUnavailable as error:
-        raise MeasurementError(str(error)) from None
-    protocol = protocol or DEFAULT_PROTOCOL[backend]
-    say = progress or (lambda message: None)
-    seed = int.from_bytes(os.urandom(8), "little") >> 12  # < 2**52: exact in JSON
-    specs = check_plan(case, backend, seed)
+    begun = start(case_id, backend, protocol, progress)
+    case, isolation, protocol, say, seed, specs = (begun.case, begun.isolation, begun.protocol, begun.say, begun.seed,
+                                                   begun.specs)
     composed = composed_bounds(case, backend)  # a temporal case's T launches of star_1 kernels, timed as baselines
     schedules = selectors.tuned_schedules(backend, case.id)  # a tuned library baseline runs its chosen schedule
     # Candidates and prior bests run alone in a child each: a crash costs only their verdict.

@@ -18,23 +18,21 @@ ones) is left out of the passes with its error, not allowed to cost the others t
 """
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from functools import partial
 
 from ledger.records import RecordedEvent
 from ledger.services import NewEvent, append
 from measurement.backends.base import scheduled
-from measurement.harness.cases import Case, parse_case
-from measurement.harness.isolation import SandboxUnavailable, run_isolated
-from measurement.harness.isolation import describe as isolation_description
+from measurement.harness.cases import Case
+from measurement.harness.isolation import run_isolated
 from measurement.harness.judge import judge_checks, summarise_timing
-from measurement.harness.plan import DEFAULT_PROTOCOL, ProtocolSettings, check_plan, timing_spec
+from measurement.harness.plan import ProtocolSettings, timing_spec
 from measurement.harness.protocol import CheckRun, CheckSpec, TimingSpec, time_variants
 from measurement.harness.session_info import schedule_session
 
 from .events import ScheduleCandidate, tuning_stream
-from .services import MeasurementError
+from .services import MeasurementError, start
 
 
 def tune_baseline(case_id: str, backend: str, library: str = "halide", *, actor: str,
@@ -42,15 +40,8 @@ def tune_baseline(case_id: str, backend: str, library: str = "halide", *, actor:
                   progress: Callable[[str], None] | None = None) -> RecordedEvent:
     """Check and time every schedule of `library`'s family on the case; record them all and the
     fastest correct one (BaselineTuned). MeasurementError when nothing can run here."""
-    case = parse_case(case_id)
-    try:
-        isolation_description()  # no sandbox, no tuning: the schedules run in the harness's children
-    except SandboxUnavailable as error:
-        raise MeasurementError(str(error)) from None
-    protocol = protocol or DEFAULT_PROTOCOL[backend]
-    say = progress or (lambda message: None)
-    seed = int.from_bytes(os.urandom(8), "little") >> 12  # < 2**52: exact in JSON
-    specs = check_plan(case, backend, seed)
+    begun = start(case_id, backend, protocol, progress)  # no sandbox, no tuning: the schedules run in its children
+    case, protocol, say, seed, specs = begun.case, begun.protocol, begun.say, begun.seed, begun.specs
     spec = timing_spec(protocol, seed + 1)
     say(f"checking every {library} schedule of {case.id} on {len(specs)} fresh inputs (one child)")
     session = run_isolated(schedule_session, (backend, case.id, library, specs), protocol.check_timeout)
