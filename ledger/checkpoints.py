@@ -70,7 +70,9 @@ def signed_head(checkpoint: RecordedEvent) -> dict[str, Any]:
 
 
 def sign_checkpoint(actor: str) -> RecordedEvent:
-    """Sign the head. When the head is already our own checkpoint, return it: nothing new to sign."""
+    """Sign the head. When the head is already a checkpoint by this key, return it: nothing new to
+    sign. A head that is another key's checkpoint (a device machine's, before re-signing with the
+    publication key) is signed like any other event."""
     key = signing_key()
     checkpoint = _sign(key, actor)
     # After the commit of the checkpoint (or, inside a caller's transaction, before its commit:
@@ -86,7 +88,7 @@ def _sign(key: Ed25519PrivateKey, actor: str) -> RecordedEvent:
         position, head_hash = head()
         row = Event.objects.get(position=position)
         latest = RecordedEvent.from_body(row.body, row.prev_hash, row.hash)
-        if latest.type == "CheckpointSigned" and latest.origin is None:
+        if latest.type == "CheckpointSigned" and latest.origin is None and latest.data["public_key"] == public_key_text(key):
             return latest
         signature = key.sign(checkpoint_message(ledger_id, position, head_hash))
         return append(

@@ -31,6 +31,16 @@ def test_checkpointing_an_unchanged_head_adds_nothing(ledger):
     assert sign_checkpoint("user:test").position == first.position + 2
 
 
+def test_a_head_signed_by_another_key_is_signed_again(ledger):
+    """Re-signing an export whose last line is a device machine's checkpoint: the publication key
+    signs that checkpoint's position; signing again with the same key adds nothing."""
+    with override_settings(LEDGER_SIGNING_KEY=OTHER_SEED):
+        device = sign_checkpoint("user:device")
+    ours = sign_checkpoint("system:publication")
+    assert ours.position == device.position + 1 and ours.data["head_position"] == device.position
+    assert ours.data["public_key"] == public_key_text(signing_key()) and sign_checkpoint("system:publication") == ours
+
+
 def test_a_forged_signature_fails_verify(ledger):
     genuine = sign_checkpoint("user:test").data
     forged = dict(genuine, signature=base64.b64encode(b"\x00" * 64).decode())

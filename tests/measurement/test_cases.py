@@ -107,10 +107,10 @@ def test_the_gate_and_the_commands_refuse_an_alias_before_recording_anything(led
 # ---------------------------------------------------------------- memory
 
 
-def test_a_case_the_backend_cannot_hold_is_refused_before_anything_is_allocated():
+def test_a_case_the_backend_cannot_hold_is_refused_before_anything_is_allocated(db):
     """The first child of a measurement compares HARNESS_COPIES times the case's arrays with
     the backend's memory limit; nothing of the case is allocated (the arrays here would be
-    17 GiB each)."""
+    17 GiB each). The parent reads the ledger first (a tuned schedule, a composed bound's parts)."""
     backend = get_backend("cpu")
     limit, _ = backend.memory_limit()
     huge = parse_case("varcoef_star_1/1290x1290x1290/f64")
