@@ -55,7 +55,15 @@ def test_seed_imports_every_committed_and_shipped_ledger_and_twice_adds_nothing(
     # the campaigns' headlines of both backends, the bundled apps and both matrices are browsable
     backends = set(OperatorResult.objects.values_list("backend", flat=True))
     assert backends == {"cpu", "cuda"}
-    assert AppRow.objects.filter(status="admitted").count() == 12  # six bundled apps, CPU and CUDA
+    # six bundled apps, CPU and CUDA, each row with the verdict its committed export recorded last
+    # (the CPU re-gate of issue 17 on the shared 2-core machine: inconclusive, every dataset noisy)
+    recorded = {}
+    for name in seed_demo.COMMITTED_EXPORTS:
+        for record in map(json.loads, (seed_demo.ROOT / name).read_text().splitlines()):
+            if record["type"] == "AppGateVerdict":
+                recorded[record["payload"]["app"]] = record["payload"]["verdict"]
+    rows = dict(AppRow.objects.values_list("name", "status"))
+    assert len(rows) == 12 and rows == {app: recorded[app] for app in rows}
     assert not AppRow.objects.filter(domain="testing").exists()  # no test program among the applications
     assert sum("gpu" in matrices for matrices in CaseRow.objects.values_list("matrices", flat=True)) == 37
     assert "no demo accounts" in output
