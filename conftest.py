@@ -1,4 +1,5 @@
-"""Root test configuration: the GPU skip and the database pass of `./dev test`. (The scratch
+"""Root test configuration: the GPU skip, the database pass of `./dev test` and the CPU baselines
+the suite measures by default. (The scratch
 var/ directory of a test session is set by tests/scratch_var.py, loaded before the settings.)"""
 import os
 
@@ -12,6 +13,16 @@ def _gpu_available() -> bool:
         return cupy.cuda.runtime.getDeviceCount() > 0
     except Exception:  # no cupy, no driver, no device: all mean "no GPU here"
         return False
+
+
+def pytest_configure(config):
+    """CPU measurements in the suite time the straightforward kernel, scipy and pystencils by
+    default. Halide and Devito each add a JIT or lowering step to both harness children of every
+    CPU measurement (seconds each, on CI's 2 cores: the suite went from 11 to 22 minutes with
+    them everywhere), so the tests about them, and one real measurement with every baseline
+    (tests/measurement/test_gate.py), set FORGESTENCIL_CPU_BASELINES themselves. A value already
+    in the environment wins."""
+    os.environ.setdefault("FORGESTENCIL_CPU_BASELINES", "scipy.ndimage,pystencils")
 
 
 DATABASE_FIXTURES = {"db", "transactional_db", "live_server"}  # pytest-django puts django_db_blocker in every closure

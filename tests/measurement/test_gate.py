@@ -28,7 +28,8 @@ def test_loading_a_matrix_defines_its_cases_once(ledger):
 
 
 @pytest.mark.one_database
-def test_baseline_measurement_records_samples_and_the_bound(ledger):
+def test_baseline_measurement_records_samples_and_the_bound(ledger, monkeypatch):
+    monkeypatch.setenv("FORGESTENCIL_CPU_BASELINES", "scipy.ndimage,pystencils,halide,devito")  # every one, once
     report, event = measure_baselines(CASE, "cpu", "user:test", QUICK)
     data = event.data
     names = [v["name"] for v in data["variants"]]
@@ -40,8 +41,9 @@ def test_baseline_measurement_records_samples_and_the_bound(ledger):
     assert data["copy_bandwidth"] > 0 and len(data["harness_version"]) == 64
     assert all(c["error"] <= 1e-4 for c in data["variants"][0]["correctness"]["checks"])
     assert [c["shape"] for c in data["variants"][0]["correctness"]["checks"]][:2] == [[64, 64, 64], [37, 43, 65]]
-    devito = next(v for v in data["variants"] if v["name"] == "devito")  # issue 15 (tests/measurement/test_devito_baseline.py)
-    assert devito["correctness"]["correct"] and devito["identity"]["library"] == "devito"
+    for library in ("devito", "halide"):  # issue 15 (tests/measurement/test_devito_baseline.py, test_halide_cpu.py)
+        timed = next(v for v in data["variants"] if v["name"] == library)
+        assert timed["correctness"]["correct"] and timed["identity"]["library"] == library and timed["timing"]
 
 
 @pytest.mark.one_database
