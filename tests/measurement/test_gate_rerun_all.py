@@ -238,6 +238,14 @@ def test_a_rerun_revises_only_on_conclusive_evidence(reasons, ci, spread, verdic
     assert rerun_verdict(reasons, ci, spread) == (verdict, why)
 
 
+def test_noise_cannot_shield_a_fall_far_below_the_standing_speedup():
+    # the CPU re-gate's star_4/64x64x64/f32 (issue 15): 1.029x, CI 1.022-1.071, spread 16.1%, standing 2.666x
+    assert rerun_verdict([], (1.022, 1.071), 0.161, standing=2.666) == ("reconfirmed", "")
+    assert revision("reconfirmed", (1.022, 1.071), 2.666) == "ResultDowngraded"
+    # within reach of the noise: 1.071 raised by 16.1% is 1.243, above 1.2 less the band
+    assert rerun_verdict([], (1.022, 1.071), 0.161, standing=1.2)[0] == "inconclusive"
+
+
 def test_only_a_whole_ci_below_the_standing_value_downgrades():
     assert revision("reconfirmed", (1.5, 1.7), 2.0) == "ResultDowngraded"
     assert revision("reconfirmed", (1.5, 1.97), 2.0) is None  # 1.97 is within 2% of 2.0
