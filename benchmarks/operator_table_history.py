@@ -148,11 +148,13 @@ def regate_section(export: Export) -> list[str]:
     if not latest:
         return []
     families = sorted({name for q in latest.values() for name in q["baselines"]})
-    rows, wins, per_precision = [], 0, defaultdict(list)
+    rows, wins, noisy_wins, per_precision = [], 0, 0, defaultdict(list)
     for case, q in latest.items():
         ci = q.get("speedup_ci")
-        win = bool(ci and ci[0] > 1.0 and q["verdict"] in ("reconfirmed", "admitted"))
+        above = bool(ci and ci[0] > 1.0)
+        win = above and q["verdict"] in ("reconfirmed", "admitted")
         wins += win
+        noisy_wins += above and q["verdict"] == "inconclusive"
         if q.get("speedup"):
             per_precision[case.rsplit("/", 1)[-1]].append(q["speedup"])
         bound = (q.get("bound") or {})
@@ -160,15 +162,17 @@ def regate_section(export: Export) -> list[str]:
         rows.append(f"| {case} | {ratio_ci(export.results[case].payload.get('speedup'), export.results[case].payload.get('speedup_ci'))}"
                     f" over {cell((export.results[case].payload.get('bound') or {}).get('name', '?'))} | "
                     f"{ratio_ci(q.get('speedup'), ci)} | {cell(bound.get('label') or bound.get('name', '–'))} | "
-                    + " | ".join(f"{x:.2f}x" if x else "–" for x in over) + f" | {'yes' if win else 'no'} | {q['verdict']} |")
+                    + " | ".join(f"{x:.2f}x" if x else "–" for x in over)
+                    + f" | {'yes' if win else 'CI above 1, but noisy' if above else 'no'} | {q['verdict']} |")
     geomeans = "; ".join(f"{precision}: {math.exp(sum(map(math.log, values)) / len(values)):.2f}x over {len(values)} cases"
                          for precision, values in sorted(per_precision.items()))
     return [
         "## Re-gate against every public baseline",
         "",
         f"The latest re-run of each standing result that timed every baseline in the same measurement: "
-        f"**{wins} of {len(latest)} still beat their bound** (95% CI above 1). Geomean speedup over the bound, per "
-        f"precision: {geomeans or 'none'}.",
+        f"**{wins} of {len(latest)} still beat their bound** (95% CI above 1 in a conclusive re-run); {noisy_wins} more "
+        f"have a CI above 1 in a re-run too noisy to conclude. Geomean speedup over the bound, per precision: "
+        f"{geomeans or 'none'}.",
         "",
         "| case | admitted over | re-gate [95% CI] | bound of the re-gate | "
         + " | ".join(f"over {cell(name)}" for name in families) + " | still wins | verdict |",
