@@ -57,7 +57,8 @@ from measurement.backends.base import Kernel, Variant
 from measurement.harness import codegen
 from measurement.harness.cases import Case, parse_case
 from measurement.harness.isolation import run_isolated
-from measurement.harness.judge import REGRESSION_BAND, bootstrap_ratio_ci, summarise_timing
+from measurement.harness.judge import bootstrap_ratio_ci, summarise_timing
+from measurement.decisions import Attempts
 from measurement.harness.plan import DEFAULT_PROTOCOL, ProtocolSettings, timing_spec
 from measurement.harness.protocol import time_variants
 from measurement.reports import MeasurementReport, VariantReport, finite, source_hash
@@ -231,9 +232,9 @@ def _retime(honest: MeasurementReport, variants: list[VariantReport], protocol: 
     coefficients = tuple(float(c) for c in case.coefficients())
     seed = int.from_bytes(os.urandom(8), "little") >> 12
     timed = [v.variant for v in variants]
-    best = None
+    kept: Attempts[tuple] = Attempts(protocol.max_attempts)
     attempts = []
-    for attempt in range(protocol.max_attempts):
+    for attempt in kept:
         spec = timing_spec(protocol, seed + attempt + 1)
         say(f"  timing {len(timed)} variants: {protocol.passes} passes x {protocol.launches} launches (attempt {attempt + 1})")
         outcome = run_isolated(timer, (backend, case.id, timed, coefficients, spec, *extra), protocol.timing_timeout)
@@ -243,16 +244,13 @@ def _retime(honest: MeasurementReport, variants: list[VariantReport], protocol: 
         summary = summarise_timing(case, run, coefficients, spec)
         spread = max(t.spread for t in summary.values())
         attempts.append({"attempt": attempt + 1, "seed": spec.seed, "max_spread": spread, "wall_seconds": run.wall_seconds})
-        if best is None or spread < best[0]:
-            best = (spread, run, summary, spec)
-        if spread <= REGRESSION_BAND:
-            break
-    spread, run, summary, spec = best
+        kept.record(spread, (run, summary, spec))
+    run, summary, spec = kept.kept
     reports = {v.variant.name: VariantReport(v.variant, v.precision, v.correctness, summary[v.variant.name]) for v in variants}
     report = MeasurementReport(case, backend, honest.description, reports, protocol, {"checks": honest.seeds["checks"], "timing": spec.seed},
                                run.copy_bandwidth, run.launch_overhead,
                                {"before": run.environment_before, "after": run.environment_after, "order": run.order},
-                               run.samples, attempts, spread > REGRESSION_BAND)
+                               run.samples, attempts, kept.noisy)
     if not run.inputs_unchanged:
         raise AblationError("an input changed during timing")
     return report
@@ -475,8 +473,8 @@ def _time_app_dataset(variants: dict[str, AppVariant], dataset, scratch: Path, p
         v = variants[name]
         return runner.run(v.loaded, v.side, v.binary, dataset, scratch / name)
 
-    best = None
-    for _attempt in range(protocol.max_attempts):
+    kept: Attempts[tuple] = Attempts(protocol.max_attempts)
+    for _attempt in kept:
         correct = {name: True for name in names}
         detail = {name: "" for name in names}
         samples: dict[str, list[float]] = {name: [] for name in names}
@@ -506,17 +504,14 @@ def _time_app_dataset(variants: dict[str, AppVariant], dataset, scratch: Path, p
                         if not agree:
                             correct[name], detail[name] = False, f"a timed run: {why}"
         spreads = {name: spread(s) for name, s in samples.items()}
-        worst = max((s for s in spreads.values() if s is not None), default=math.inf)
-        if best is None or worst < best[0]:
-            best = (worst, correct, detail, samples, spreads, schedule)
-        if worst <= REGRESSION_BAND:
-            break
-    worst, correct, detail, samples, spreads, schedule = best
+        kept.record(max((s for s in spreads.values() if s is not None), default=math.inf),
+                    (correct, detail, samples, spreads, schedule))
+    correct, detail, samples, spreads, schedule = kept.kept
     medians = {name: statistics.median(s) if s else None for name, s in samples.items()}
     payload = {
         "app": loaded.name, "run": run_id, "dataset": dataset.name, "args": dataset.args, "correct": correct,
         "correctness_detail": detail, "samples": samples, "medians": medians, "spread": spreads, "order": schedule,
-        "noisy": worst > REGRESSION_BAND, "timing_source": timing_source,
+        "noisy": kept.noisy, "timing_source": timing_source,
     }
     if medians["baseline"] and medians[credited] and (all(correct.values()) or not honour_verdict):
         payload["speedup"] = medians["baseline"] / medians[credited]

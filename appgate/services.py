@@ -23,7 +23,8 @@ from django.conf import settings
 from ledger import leases
 from ledger.models import Event
 from ledger.services import NewEvent, append, record_from_row
-from measurement.harness.judge import REGRESSION_BAND, bootstrap_ratio_ci
+from measurement.decisions import Attempts
+from measurement.harness.judge import bootstrap_ratio_ci
 
 from . import build_step, builds, runner
 from .builds import BuildResult
@@ -32,7 +33,8 @@ from .manifest import LoadedManifest, baseline_mismatches, load_manifest
 from .models import AppRow
 from .proposers import AppCandidate
 from .projections import result_key
-from .verdicts import FLOOR, amdahl_bounds, checks_of, conclude, geomean, spread, state_after, verdict_name  # noqa: F401
+from .verdicts import (FLOOR, amdahl_bounds, checks_of, conclude, geomean, rerun_revision, spread,  # noqa: F401
+                       state_after, verdict_name)
 
 ROOT = Path(settings.BASE_DIR)
 
@@ -211,24 +213,22 @@ def _run_gate(loaded: LoadedManifest, gate_run: str, scratch: Path, actor: str, 
 
 
 def time_dataset(loaded, binaries, dataset, scratch, protocol: AppProtocol, gate_run: str, say) -> dict:
-    best = None
-    for attempt in range(protocol.max_attempts):
+    attempts: Attempts[tuple[runner.DatasetMeasurement, dict]] = Attempts(protocol.max_attempts)  # the quietest kept
+    for attempt in attempts:
         say(f"timing {dataset.name}: {protocol.passes} interleaved passes (attempt {attempt + 1})")
         result = runner.time_dataset(loaded, binaries, dataset, scratch, protocol.passes, protocol.interleave, protocol.warmup)
         spreads = {v: spread(s) for v, s in result.samples.items()}
-        worst = max((s for s in spreads.values() if s is not None), default=math.inf)
-        if best is None or worst < best[0]:
-            best = (worst, result, spreads)
-        if worst <= REGRESSION_BAND or not all(result.correct.values()):
+        attempts.record(max((s for s in spreads.values() if s is not None), default=math.inf), (result, spreads))
+        if not all(result.correct.values()):
             break
-    worst, result, spreads = best
+    result, spreads = attempts.kept
     medians = {v: statistics.median(s) if s else None for v, s in result.samples.items()}
     payload = {
         "app": loaded.name, "run": gate_run, "dataset": dataset.name, "args": dataset.args,
         "inputs": runner.input_hashes(loaded, dataset),
         "correct": result.correct, "correctness_detail": result.detail, "samples": result.samples,
         "hotspot_samples": result.hotspot, "medians": medians, "spread": spreads, "order": result.order,
-        "noisy": worst > REGRESSION_BAND, "timing_source": loaded.manifest.timing.source,
+        "noisy": attempts.noisy, "timing_source": loaded.manifest.timing.source,
     }
     if all(result.correct.values()) and all(medians.values()):
         payload["speedup"] = medians["baseline"] / medians["candidate"]
@@ -252,20 +252,17 @@ def rerun(app: str, actor: str, protocol: AppProtocol | None = None, progress=No
     standing = record_from_row(Event.objects.get(event_id=row.verdict_event)).data
     outcome = run_gate(path if path.is_absolute() else ROOT / path, actor, protocol, progress, revises=row.verdict_event,
                        candidate=standing.get("candidate"))
-    revision = None
     common = {"result": row.result, "rerun": str(outcome.verdict_event.event_id), "revises": row.verdict_event}
-    if outcome.inconclusive:
-        return outcome, None
-    if outcome.verdict == "rejected" and outcome.headline is None:
-        revision = append(NewEvent(stream=row.result, type="ResultRetracted", actor=actor, payload={
+    kind = rerun_revision(outcome.verdict, outcome.headline, outcome.verdict_event.data["headline_ci"], row.headline,
+                          outcome.inconclusive)
+    if kind == "ResultRetracted":
+        return outcome, append(NewEvent(stream=row.result, type=kind, actor=actor, payload={
             **common, "reason": f"gate re-run: {', '.join(outcome.reasons)}: {outcome.detail}"}))
-    elif outcome.headline is not None and row.headline:
-        upper = outcome.verdict_event.data["headline_ci"][1]
-        if upper < row.headline * (1 - REGRESSION_BAND):
-            revision = append(NewEvent(stream=row.result, type="ResultDowngraded", actor=actor, payload={
-                **common, "from_value": row.headline, "to_value": outcome.headline, "unit": "x",
-                "reason": f"gate re-run measured {outcome.detail}"}))
-    return outcome, revision
+    if kind == "ResultDowngraded":
+        return outcome, append(NewEvent(stream=row.result, type=kind, actor=actor, payload={
+            **common, "from_value": row.headline, "to_value": outcome.headline, "unit": "x",
+            "reason": f"gate re-run measured {outcome.detail}"}))
+    return outcome, None
 
 
 def settle_state(outcome: AppGateOutcome, actor: str):

@@ -1,6 +1,7 @@
 """What a gate run concludes from its measured datasets, and what that means for the application:
 the verdict (admitted / self-checked / rejected / inconclusive), its detail line, the Amdahl
-ceiling and the state the application moves to. Free of Django: appgate.services records it.
+ceiling, the state the application moves to and what a re-run revises. Free of Django:
+appgate.services records it; tests/appgate/test_decisions.py pins each rule at its edge.
 
 - inconclusive: a dataset whose spread still exceeds the regression band after the allowed
   attempts makes the whole run inconclusive, first runs included (issue 17: results with one
@@ -20,7 +21,7 @@ import math
 import statistics
 from dataclasses import dataclass, field
 
-from measurement.harness.judge import REGRESSION_BAND
+from measurement.harness.rules import REGRESSION_BAND
 
 from .manifest import LoadedManifest
 
@@ -105,6 +106,21 @@ def state_after(verdict: str, reasons: list[str], headline: float | None, detail
     if headline is None:
         return "RESEARCH", f"the candidate did not pass: {', '.join(reasons)}: {detail}"
     return "DROPPED", f"correct but {detail}"
+
+
+def rerun_revision(verdict: str, headline: float | None, ci: list[float] | None, standing: float | None,
+                   inconclusive: str) -> str | None:
+    """The event a re-run of a standing result calls for, as the operator gate's re-run: none when
+    inconclusive (noisy); a candidate that failed (no headline) is retracted; a measured headline
+    whose whole CI lies below the standing headline less the regression band is downgraded (a
+    headline now below the floor included: the re-run measured it, so it stands at that)."""
+    if inconclusive:
+        return None
+    if verdict == "rejected" and headline is None:
+        return "ResultRetracted"
+    if headline is not None and standing and ci[1] < standing * (1 - REGRESSION_BAND):
+        return "ResultDowngraded"
+    return None
 
 
 def spread(samples: list[float]) -> float | None:

@@ -11,7 +11,7 @@ from forge_campaign import CampaignView
 from operator_table_export import Export
 from operator_table_rows import cell, ratio_ci, round_label, round_number
 
-from measurement.harness.judge import REGRESSION_BAND
+from measurement.harness.rules import REGRESSION_BAND
 
 
 def outcome(r: dict, view: CampaignView) -> str:

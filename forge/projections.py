@@ -4,6 +4,7 @@ from __future__ import annotations
 from ledger.projection_base import Projection, RowStore
 from ledger.records import RecordedEvent
 
+from . import rulebook
 from .models import CaseCampaign, IdeaEntry, MapCell, PerfEntry, RoundRow
 
 ROUND_END = {"RoundCommitted": "committed", "RoundReverted": "reverted"}
@@ -132,7 +133,7 @@ class CaseCampaigns(Projection):
         committed = event.type == "RoundCommitted"
         to_branch = committed and data.get("line", "main") != "main"
         improvement = data["improvement"] if data["improvement"] is not None else 0.0
-        improving = committed and (to_branch or improvement > 0)
+        improving = rulebook.round_improves(committed, to_branch, improvement)
         candidate = row["pending"] if row["pending"] and "source" in row["pending"] else None
         if candidate and committed:
             entry = {**candidate, "speedup": data["speedup"], "verdict": data["verdict_event"]}

@@ -169,23 +169,17 @@ def _run_round(row: RoundRow, stream: str, proposer: Proposer, actor: str, proto
     before = (state.best or {}).get("speedup")
     improvement = None
     if outcome.verdict == "admitted" and outcome.speedup is not None:
-        improvement = outcome.speedup / before - 1 if before else outcome.speedup - 1
+        improvement = rulebook.improvement(outcome.speedup, before)
     return _end_round(row, stream, 2, actor, verdict["state"], outcome, improvement, outcome.detail,
                       change=proposal.subject, idea=proposal.hypothesis, line=_line(state, outcome, verdict["state"]),
                       fraction=verdict["fraction_of_copy"], protocol=protocol)
 
 
 def _line(state: CaseCampaign, outcome, execution_state: str) -> str | None:
-    """Where the round's candidate goes: "main" (admitted), the open branch's id (a correct
-    candidate faster than the branch head by more than the rule's min_gain), or None (reverted)."""
-    if outcome.verdict == "admitted":
-        return "main"
-    if not state.branch or execution_state != "correct" or outcome.speedup is None:
-        return None
-    head = state.branch.get("head")
-    if head is None or outcome.speedup > head["speedup"] * (1 + rulebook.rule("branch")["min_gain"]):
-        return state.branch["id"]
-    return None
+    """Where the round's candidate goes (rulebook.line_of)."""
+    head = (state.branch or {}).get("head")
+    return rulebook.line_of(outcome.verdict, execution_state, outcome.speedup, state.branch["id"] if state.branch else None,
+                            head["speedup"] if head else None)
 
 
 def _end_round(row: RoundRow, stream: str, version: int, actor: str, state: str, outcome, improvement: float | None,
@@ -221,8 +215,7 @@ def _end_round(row: RoundRow, stream: str, version: int, actor: str, state: str,
 
 def _apply_streak_rule(row: RoundRow, stream: str, actor: str) -> None:
     state = CaseCampaign.objects.get(key=campaign_key(row.campaign, row.case))
-    threshold = rulebook.rule("outside_history")["threshold"]
-    if state.streak >= threshold:
+    if rulebook.outside_history_due(state.streak):
         append(NewEvent(stream=stream, type="RuleTriggered", actor=actor, payload={
             "rule": "outside_history", "case": row.case, "round": row.round,
             "detail": f"{state.streak} consecutive non-improving rounds: the next proposal must come from outside the history"}))
@@ -247,18 +240,12 @@ def settle(campaign: str, case: str, actor: str, protocol: ProtocolSettings | No
     state = CaseCampaign.objects.get(key=campaign_key(campaign, case))
     if state.converged:
         return
-    if state.branch and (state.branch["stale"] >= rulebook.rule("branch")["patience"] or state.rounds >= state.budget):
+    if state.branch and rulebook.branch_due(state.branch["stale"], state.rounds, state.budget):
         resolve_branch(state, actor, protocol)
         state.refresh_from_db()
     if state.branch:
         return
-    convergence = rulebook.rule("convergence")
-    window, minimum = convergence["window"], convergence["min_improvement"]
-    reason = None
-    if state.rounds >= state.budget:
-        reason = "budget_spent"
-    elif state.best and len(state.improvements) >= window and sum(state.improvements[-window:]) < minimum:
-        reason = "improvement_below_threshold"
+    reason = rulebook.convergence(state.rounds, state.budget, state.improvements, bool(state.best))
     if reason:
         _converge(state, reason, actor)
 

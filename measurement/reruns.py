@@ -1,6 +1,7 @@
 """Gate re-runs of admitted operator results: one case, or every standing result of a backend.
 
-A re-run measures the admitted kernel again and revises its result only on conclusive evidence:
+A re-run measures the admitted kernel again and revises its result only on conclusive evidence
+(the rules are pure functions in measurement.decisions: rerun_verdict, revision):
 
 - a failed check (wrong output, crash, compile error, wrong timed output) retracts it, noisy
   timing or not: noise cannot make an output wrong;
@@ -30,60 +31,18 @@ from typing import Any
 from ledger.services import NewEvent, append
 from measurement.backends.base import Kernel
 from measurement.harness.cases import CaseError, parse_case
-from measurement.harness.judge import REGRESSION_BAND
 from measurement.harness.plan import ProtocolSettings
 
 from . import selectors, services
+from .decisions import kept_spread, rerun_verdict, revision
 from .reports import MeasurementReport
 from .services import GateOutcome, MeasurementError, result_key
 from .tuning import tune_baseline
 
-# What noise can cause (a slow or impossibly fast median); everything else is a wrong output or
-# a kernel that does not run, which no amount of noise explains.
-TIMING_REASONS = frozenset({"not_faster_than_public_bound", "impossible_speed"})
-
-
-def rerun_verdict(reasons: list[str], ci: tuple[float, float] | None, noisy_spread: float | None,
-                  standing: float | None = None) -> tuple[str, str]:
-    """(verdict, why it is inconclusive or ""): reconfirmed | revised | inconclusive.
-    `noisy_spread`: the kept timing attempt's spread when the measurement is noisy, else None;
-    `standing`: the speedup the result stands at.
-
-    Noise shields a result only as far as it reaches: a noisy measurement whose CI, with its upper
-    end raised by the whole spread, still lies below the bound is revised, and one that still lies
-    below the standing speedup less the band is reconfirmed (and so downgraded by `revision`). The
-    CPU re-gate of issue 15 measured star_1/64x64x64/f16 at 0.187x (CI 0.174–0.210, spread 20.5%)
-    and star_4/64x64x64/f32 at 1.029x (CI 1.022–1.071, spread 16.1%; standing 2.666x): no noise of
-    20% explains either."""
-    if set(reasons) - TIMING_REASONS:
-        return "revised", ""
-    ci_text = f"CI {ci[0]:.3f}–{ci[1]:.3f}" if ci else ""
-    if noisy_spread is not None:
-        reach = ci[1] * (1 + noisy_spread) if ci is not None else None
-        if reach is not None and "not_faster_than_public_bound" in reasons and reach < 1.0:
-            return "revised", ""
-        if reach is not None and not reasons and standing and reach < standing * (1 - REGRESSION_BAND):
-            return "reconfirmed", ""
-        return "inconclusive", ", ".join(filter(None, [f"noisy: spread {noisy_spread:.1%}", ci_text]))
-    if "not_faster_than_public_bound" in reasons and ci is not None and ci[1] >= 1.0:
-        return "inconclusive", f"{ci_text} spans 1.000, the public bound"
-    return ("revised" if reasons else "reconfirmed"), ""
-
-
-def revision(verdict: str, ci: tuple[float, float] | None, standing: float | None) -> str | None:
-    """The event a re-run's verdict calls for: a revised result is retracted; a reconfirmed one
-    whose whole CI lies below its standing speedup less the regression band is downgraded."""
-    if verdict == "revised":
-        return "ResultRetracted"
-    if verdict == "reconfirmed" and ci and standing and ci[1] < standing * (1 - REGRESSION_BAND):
-        return "ResultDowngraded"
-    return None
-
 
 def _decide(report: MeasurementReport, reasons: list[str], ci: tuple[float, float] | None, *,
             standing: float | None) -> tuple[str, str]:
-    spread = min(attempt["max_spread"] for attempt in report.attempts) if report.noisy else None  # the kept attempt's
-    return rerun_verdict(reasons, ci, spread, standing)
+    return rerun_verdict(reasons, ci, kept_spread(report.attempts, report.noisy), standing)
 
 
 def rerun_gate(case_id: str, backend: str, actor: str, protocol: ProtocolSettings | None = None, progress=None) -> tuple[GateOutcome, Any]:

@@ -21,20 +21,13 @@ from measurement.backends.base import Kernel, Variant
 from measurement.harness.cases import Case, parse_case
 from measurement.harness.isolation import SandboxUnavailable, run_isolated
 from measurement.harness.isolation import describe as isolation_description
-from measurement.harness.judge import (
-    REGRESSION_BAND,
-    Correctness,
-    VariantTiming,
-    bootstrap_ratio_ci,
-    correctness_from_failure,
-    judge_checks,
-    summarise_timing,
-)
+from measurement.harness.judge import Correctness, correctness_from_failure, judge_checks, summarise_timing
 from measurement.harness.plan import DEFAULT_PROTOCOL, ProtocolSettings, check_plan, timing_spec
-from measurement.harness.protocol import CheckSpec, check_variant, time_variants
+from measurement.harness.protocol import CheckSpec, TimingRun, TimingSpec, check_variant, time_variants
 from measurement.harness.session_info import baseline_session
 
 from . import selectors
+from .decisions import Attempts, judge_candidate, verdict_spread
 from .composed import composed_bounds, name_parts
 from .reports import MeasurementReport, VariantReport, bound_label, source_hash
 
@@ -206,8 +199,8 @@ def measure(
 def _time(report: MeasurementReport, timed: list[Variant], protocol: ProtocolSettings, say) -> None:
     case, backend = report.case, report.backend
     coefficients = tuple(float(c) for c in case.coefficients())
-    best = None
-    for attempt in range(protocol.max_attempts):
+    attempts: Attempts[tuple[TimingRun, dict, TimingSpec]] = Attempts(protocol.max_attempts)  # the quietest kept
+    for attempt in attempts:
         spec = timing_spec(protocol, report.seeds["checks"] + attempt + 1)
         say(f"timing {len(timed)} variants: {protocol.passes} passes x {protocol.launches} launches (attempt {attempt + 1})")
         outcome = run_isolated(time_variants, (backend, case.id, timed, coefficients, spec), protocol.timing_timeout)
@@ -220,16 +213,13 @@ def _time(report: MeasurementReport, timed: list[Variant], protocol: ProtocolSet
             continue
         run = outcome.value
         summary = summarise_timing(case, run, coefficients, spec)
-        spread = verdict_spread(summary, timed)
+        spread = verdict_spread(summary, {variant.name: variant.role for variant in timed})
         report.attempts.append({"attempt": attempt + 1, "seed": spec.seed, "max_spread": spread, "wall_seconds": run.wall_seconds})
-        if best is None or spread < best[0]:
-            best = (spread, run, summary, spec)
-        if spread <= REGRESSION_BAND:
-            break
-    if best is None:
+        attempts.record(spread, (run, summary, spec))
+    if attempts.kept is None:
         return
-    spread, run, summary, spec = best
-    report.noisy = spread > REGRESSION_BAND
+    run, summary, spec = attempts.kept
+    report.noisy = attempts.noisy
     report.copy_bandwidth = run.copy_bandwidth
     report.launch_overhead = run.launch_overhead
     report.samples = run.samples
@@ -239,22 +229,6 @@ def _time(report: MeasurementReport, timed: list[Variant], protocol: ProtocolSet
         raise MeasurementError("an input changed during timing although every variant passed the input check")
     for name, timing in summary.items():
         report.variants[name].timing = timing
-
-
-def verdict_spread(summary: dict[str, VariantTiming], timed: list[Variant]) -> float:
-    """The largest pass spread among the timings a verdict compares: the candidate, the prior
-    best and the fastest possible baseline (the bound). A noisy baseline that cannot be the
-    bound changes no verdict, yet timing again for it cost most repeat attempts of the first
-    H200 campaign (fixtures/ledgers/h200_campaign.jsonl: cupyx or pystencils above 2% while
-    the candidate and the bound were within 1%). With no candidate (baselines only) every
-    baseline counts."""
-    roles = {variant.name: variant.role for variant in timed}
-    compared = [name for name in summary if roles.get(name) != "baseline"]
-    if compared:
-        possible = [name for name in summary if roles.get(name) == "baseline" and not summary[name].impossible]
-        if possible:
-            compared.append(min(possible, key=lambda name: summary[name].median))
-    return max(summary[name].spread for name in (compared or summary))
 
 
 # ---- the operator gate -----------------------------------------------------------------
@@ -274,31 +248,13 @@ class GateOutcome:
 
 
 def _candidate_reasons(report: MeasurementReport, candidate: VariantReport) -> tuple[list[str], str, float | None, tuple | None]:
-    if not candidate.correctness.correct:
-        return [candidate.correctness.reason], candidate.correctness.detail, None, None
-    timing = candidate.timing
-    if timing is None:
-        return ["runtime_error"], "the candidate did not survive timing", None, None
-    if timing.impossible:
-        floor = report.case.compulsory_bytes / report.copy_bandwidth
-        return ["impossible_speed"], (f"median {timing.median:.3e} s less the launch overhead {report.launch_overhead:.3e} s "
-                                      f"is below the copy-bandwidth floor {floor:.3e} s"), None, None
-    if not timing.timed_output_ok:
-        return ["timed_output_mismatch"], f"output of the timed launches is wrong: {timing.timed_output_detail}", None, None
-    bound = report.bound
-    if bound is None:
-        return ["no_public_bound"], "no baseline was correct and timed on this case", None, None
-    speedup = bound.timing.median / timing.median
-    ci = bootstrap_ratio_ci(bound.timing.pass_medians, timing.pass_medians)
-    reasons = []
-    detail = f"{speedup:.3f}x over {bound_label(bound.variant.name, bound.identity)} (95% CI {ci[0]:.3f}-{ci[1]:.3f})"
-    if ci[0] <= 1.0:
-        reasons.append("not_faster_than_public_bound")
-    prior = report.variants.get("prior_best")
-    if prior is not None and prior.timing is not None and timing.median > prior.timing.median * (1 + REGRESSION_BAND):
-        reasons.append("regresses_prior_best")
-        detail += f"; {timing.median / prior.timing.median - 1:+.1%} against the prior best"
-    return reasons, detail, speedup, ci
+    """The gate's decision (measurement.decisions.judge_candidate) on this report's values."""
+    bound, prior = report.bound, report.variants.get("prior_best")
+    return judge_candidate(
+        candidate.correctness, candidate.timing,
+        bound=bound.timing if bound else None, bound_label=bound_label(bound.variant.name, bound.identity) if bound else "",
+        prior_median=prior.timing.median if prior is not None and prior.timing is not None else None,
+        floor_seconds=lambda: report.case.compulsory_bytes / report.copy_bandwidth, launch_overhead=report.launch_overhead)
 
 
 def gate_candidate(case_id: str, backend: str, kernel: Kernel, actor: str, hypothesis: str = "",

@@ -17,12 +17,8 @@ from .cases import Case
 from .isolation import Isolated
 from .oracle import FLOOR_FACTOR, TOLERANCE, make_inputs, reference, reference_at, relative_error, sample_points
 from .protocol import CheckRun, CheckSpec, TimingRun, TimingSpec
+from .rules import impossible_speed
 
-REGRESSION_BAND = 0.02
-# A median, less the harness's own launch overhead (an empty kernel's time), below this
-# fraction of (compulsory bytes / measured copy ceiling) is impossible for a single-pass
-# kernel: the slack covers the copy measurement's own noise.
-IMPOSSIBLE_MARGIN = 0.9
 # The smallest numerical floor used in the floor rule, per precision (a straightforward kernel
 # can be exact on some inputs; a floor of 0 would reject any reordering).
 MIN_FLOOR = {"f16": 1e-4, "f32": 1e-7, "f64": 1e-15}
@@ -216,7 +212,7 @@ def summarise_timing(case: Case, run: TimingRun, coefficients: tuple[float, ...]
             achieved_bandwidth=case.compulsory_bytes / median,
             fraction_of_copy=(case.compulsory_bytes / median) / run.copy_bandwidth,
             gflops=case.flops / median / 1e9,
-            impossible=median - run.launch_overhead < IMPOSSIBLE_MARGIN * floor_time,
+            impossible=impossible_speed(median, run.launch_overhead, floor_time),
             timed_output_error=error,
             timed_output_ok=error <= tolerance,
             launches_checked=checked,

@@ -155,30 +155,3 @@ def test_measure_command_errors_are_clear(ledger, args, message):
 def test_gate_rerun_without_an_admitted_kernel_is_a_clear_error(ledger):
     with pytest.raises(CommandError, match="has no admitted kernel"):
         call_command("gate", "operator", "--case", CASE)
-
-
-def test_only_the_timings_a_verdict_compares_decide_a_repeat():
-    """A noisy slow baseline causes no repeat; a noisy candidate, prior best or bound does."""
-    from measurement.backends.base import Variant
-    from measurement.harness.judge import VariantTiming
-    from measurement.services import verdict_spread
-
-    def timing(name, median, spread, impossible=False):
-        return VariantTiming(name=name, pass_medians=[median], median=median, spread=spread, achieved_bandwidth=1.0,
-                             fraction_of_copy=0.5, gflops=1.0, impossible=impossible, timed_output_error=0.0,
-                             timed_output_ok=True)
-
-    timed = [Variant("straightforward", None, "baseline"), Variant("cupyx.ndimage", None, "baseline"),
-             Variant("candidate", None, "candidate")]
-    quiet = {"straightforward": timing("straightforward", 1.0, 0.01), "cupyx.ndimage": timing("cupyx.ndimage", 4.0, 0.30),
-             "candidate": timing("candidate", 0.5, 0.005)}
-    assert verdict_spread(quiet, timed) == 0.01
-    noisy_bound = {**quiet, "straightforward": timing("straightforward", 1.0, 0.05)}
-    assert verdict_spread(noisy_bound, timed) == 0.05
-    noisy_candidate = {**quiet, "candidate": timing("candidate", 0.5, 0.04)}
-    assert verdict_spread(noisy_candidate, timed) == 0.04
-    # an impossible baseline is never the bound: the next fastest one is
-    impossible_fast = {**quiet, "straightforward": timing("straightforward", 0.1, 0.5, impossible=True)}
-    assert verdict_spread(impossible_fast, timed) == 0.30
-    # baselines only: every one counts
-    assert verdict_spread({k: v for k, v in quiet.items() if k != "candidate"}, timed[:2]) == 0.30

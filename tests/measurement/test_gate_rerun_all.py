@@ -1,6 +1,7 @@
 """The whole-matrix gate re-run (`manage.py gate operator --all`, benchmarks/matrix_rerun.py) on
-the CPU backend: two small cases admitted once a session with real measurements, re-run for real;
-and the rule by which a re-run revises a result only on conclusive evidence."""
+the CPU backend: two small cases admitted once a session with real measurements, re-run for real.
+The rule by which a re-run revises a result only on conclusive evidence is pinned at its edges in
+test_decisions.py."""
 import dataclasses
 import json
 import os
@@ -23,7 +24,6 @@ from measurement.backends.base import Kernel
 from measurement.events import tuning_stream
 from measurement.harness.plan import DEFAULT_PROTOCOL, ProtocolSettings
 from measurement.models import OperatorResult
-from measurement.reruns import revision, rerun_verdict
 from measurement.services import MeasurementError, gate_candidate, result_key
 from tests.conftest import lift_speed_rule, replay_or_record
 
@@ -135,9 +135,11 @@ def test_matrix_rerun_writes_the_export_and_the_summary(two_admitted, recorded_r
     assert [c["case"] for c in summary["cases"]] == CASES and summary["not_run"] == []
     assert sum(summary["counts"].values()) == 2 and summary["counts"]["failed"] == 0
     assert summary["started_utc"] <= summary["finished_utc"]
-    # each figure is rounded to the millisecond, so the cases' sum may pass the rounded wall by half of one per figure
-    case_seconds = sum(c["seconds"] for c in summary["cases"])
-    assert case_seconds > 0 and summary["wall_seconds"] + 0.0005 * (len(CASES) + 1) >= case_seconds
+    # each figure is rounded to the millisecond, so the cases' sum may pass the rounded wall by half of one per
+    # figure; compared in whole milliseconds, since in float seconds both sides round differently (a flake:
+    # 2.235 >= 2.2350000000000003)
+    case_ms = sum(round(c["seconds"] * 1000) for c in summary["cases"])
+    assert case_ms > 0 and 2 * round(summary["wall_seconds"] * 1000) + len(CASES) + 1 >= 2 * case_ms
     admitted = {row.case: row.speedup for row in OperatorResult.objects.all()}
     for item in summary["cases"]:
         assert item["admitted_speedup"] == pytest.approx(admitted[item["case"]])
@@ -218,37 +220,3 @@ def test_a_failed_tuning_run_is_counted_and_the_case_is_rerun_with_the_schedule_
     assert measurement_reruns.tuning_counts(outcomes) == {"tuned": 0, "no_correct_schedule": 0, "failed": 1}
     assert outcomes[0].line().startswith(f"{CASES[0]}: devito not tuned (no devito schedules for {CASES[0]} on cpu: ")
     assert stream_events(tuning_stream("cpu", CASES[0])) == []
-
-
-@pytest.mark.parametrize("reasons, ci, spread, verdict, why", [
-    (["mismatch"], None, 0.37, "revised", ""),  # a wrong output retracts, noisy timing or not
-    ([], (1.2, 1.4), 0.37, "inconclusive", "noisy: spread 37.0%, CI 1.200–1.400"),
-    # issue 14's two one-click retractions, now inconclusive: star_1/64x64x64/f32 (noisy) and box2d_1/512x512/f32
-    (["not_faster_than_public_bound"], (0.308, 0.764), 0.5, "inconclusive", "noisy: spread 50.0%, CI 0.308–0.764"),
-    (["not_faster_than_public_bound"], (0.070, 26.156), None, "inconclusive", "CI 0.070–26.156 spans 1.000, the public bound"),
-    (["not_faster_than_public_bound"], (0.5, 0.9), None, "revised", ""),  # quiet, and wholly below the bound
-    # noisy, but below the bound by more than the noise: the CPU re-gate's star_1/64x64x64/f16 (issue 15)
-    (["not_faster_than_public_bound"], (0.174, 0.210), 0.205, "revised", ""),
-    (["not_faster_than_public_bound"], (0.70, 0.85), 0.20, "inconclusive", "noisy: spread 20.0%, CI 0.700–0.850"),
-    (["impossible_speed"], None, 0.1, "inconclusive", "noisy: spread 10.0%"),
-    (["impossible_speed"], None, None, "revised", ""),
-    ([], (1.9, 2.1), None, "reconfirmed", ""),
-])
-def test_a_rerun_revises_only_on_conclusive_evidence(reasons, ci, spread, verdict, why):
-    assert rerun_verdict(reasons, ci, spread) == (verdict, why)
-
-
-def test_noise_cannot_shield_a_fall_far_below_the_standing_speedup():
-    # the CPU re-gate's star_4/64x64x64/f32 (issue 15): 1.029x, CI 1.022-1.071, spread 16.1%, standing 2.666x
-    assert rerun_verdict([], (1.022, 1.071), 0.161, standing=2.666) == ("reconfirmed", "")
-    assert revision("reconfirmed", (1.022, 1.071), 2.666) == "ResultDowngraded"
-    # within reach of the noise: 1.071 raised by 16.1% is 1.243, above 1.2 less the band
-    assert rerun_verdict([], (1.022, 1.071), 0.161, standing=1.2)[0] == "inconclusive"
-
-
-def test_only_a_whole_ci_below_the_standing_value_downgrades():
-    assert revision("reconfirmed", (1.5, 1.7), 2.0) == "ResultDowngraded"
-    assert revision("reconfirmed", (1.5, 1.97), 2.0) is None  # 1.97 is within 2% of 2.0
-    assert revision("inconclusive", (0.3, 0.7), 2.0) is None
-    assert revision("revised", None, 2.0) == "ResultRetracted"
-
