@@ -36,6 +36,7 @@ from ledger.verification import check_positions
 from measurement.models import OperatorResult
 from measurement.services import source_hash
 
+from .recorded import day, stamp_times
 from .tables import operator_result_key
 
 REVISIONS = ("ResultRetracted", "ResultDowngraded")
@@ -57,15 +58,11 @@ def _by_ids(event_ids: Iterable[str]) -> dict[str, RecordedEvent]:
 
 def _stamp(event: RecordedEvent) -> dict[str, Any]:
     return {"position": event.position, "event_id": event.event_id, "hash": event.hash, "actor": event.actor,
-            "recorded_at": event.recorded_at}
+            "recorded_at": event.recorded_at, **stamp_times(event)}
 
 
 def _x(value: float | None) -> str:
     return f"{value:.3f}×" if value is not None else "no value"
-
-
-def _day(event: RecordedEvent) -> str:
-    return event.recorded_at[:10]
 
 
 # ---- history ------------------------------------------------------------------------------
@@ -80,9 +77,8 @@ def history(events: list[RecordedEvent], value_field: str, known: dict[str, int]
     for event in events:
         data = event.data
         rerun = positions.get(data.get("rerun") or "")
-        entry = {"position": event.position, "type": event.type, "actor": event.actor,
-                 "recorded_at": event.recorded_at, "rerun": rerun, "verdict": None, "value": None, "from_value": None,
-                 "reason": ""}
+        entry = {"position": event.position, "type": event.type, "actor": event.actor, "recorded_at": event.recorded_at,
+                 **stamp_times(event), "rerun": rerun, "verdict": None, "value": None, "from_value": None, "reason": ""}
         by = f"re-run #{rerun}" if rerun else event.actor
         if event.type in ("GateVerdict", "AppGateVerdict"):
             if event.type == "GateVerdict" and data["verdict"] == "rejected" and not data.get("revises"):
@@ -93,15 +89,15 @@ def history(events: list[RecordedEvent], value_field: str, known: dict[str, int]
             verdict = data["verdict"]
             if verdict == "inconclusive":  # its detail says why first (measurement.reruns)
                 verdict = f"inconclusive ({data['detail'].split('; ', 1)[0]}), nothing revised"
-            entry["text"] = (f"re-run #{event.position} on {_day(event)}: {verdict}, measured {_x(entry['value'])}"
-                             if is_rerun else f"{verdict} at {_x(entry['value'])} on {_day(event)} (verdict #{event.position})")
+            entry["text"] = (f"re-run #{event.position} on {day(event)}: {verdict}, measured {_x(entry['value'])}"
+                             if is_rerun else f"{verdict} at {_x(entry['value'])} on {day(event)} (verdict #{event.position})")
         elif event.type == "ResultDowngraded":
             entry.update(value=data["to_value"], from_value=data["from_value"], reason=data["reason"])
-            entry["text"] = (f"was {_x(data['from_value'])}, downgraded to {_x(data['to_value'])} on {_day(event)} "
+            entry["text"] = (f"was {_x(data['from_value'])}, downgraded to {_x(data['to_value'])} on {day(event)} "
                              f"by {by}, because {data['reason']}")
         elif event.type == "ResultRetracted":
             entry["reason"] = data["reason"]
-            entry["text"] = f"retracted on {_day(event)} by {by}, because {data['reason']}"
+            entry["text"] = f"retracted on {day(event)} by {by}, because {data['reason']}"
         else:
             continue
         entries.append(entry)
@@ -126,7 +122,7 @@ def verify_events(positions: Iterable[int]) -> dict[str, Any]:
 def _event_list(events: Iterable[RecordedEvent]) -> list[dict[str, Any]]:
     unique = {e.position: e for e in events}
     return [{"position": e.position, "type": e.type, "stream": e.stream, "actor": e.actor, "hash": e.hash,
-             "prev_hash": e.prev_hash, "recorded_at": e.recorded_at} for _, e in sorted(unique.items())]
+             "prev_hash": e.prev_hash, "recorded_at": e.recorded_at, **stamp_times(e)} for _, e in sorted(unique.items())]
 
 
 # ---- operator results --------------------------------------------------------------------
@@ -145,7 +141,7 @@ def _variants(measured: RecordedEvent, verdict: RecordedEvent, kind: str) -> lis
             "correct": variant["correctness"].get("correct"), "source_hash": variant.get("source_hash"),
             "backend_description": data["description"], "harness_version": data["harness_version"],
             "protocol": data["protocol"], "copy_bandwidth": data.get("copy_bandwidth"), "noisy": data.get("noisy", False),
-            "event_position": measured.position, "verdict_position": verdict.position,
+            "event_position": measured.position, "verdict_position": verdict.position, **stamp_times(measured),
         })
     return items
 

@@ -33,13 +33,14 @@ from ledger import leases
 from ledger.errors import ConcurrencyError
 from ledger.models import Event
 from ledger.selectors import stream_events
-from ledger.services import NewEvent, append
+from ledger.services import NewEvent, append, record_from_row
 from measurement.harness.cases import CaseError, parse_case
 from measurement.harness.plan import DEFAULT_PROTOCOL, ProtocolSettings
 from measurement.models import OperatorResult
 
 from .models import RerunRow
 from .provenance import UnknownResult
+from .recorded import day
 from .tables import STANDING, operator_result_key
 
 KINDS = ("case", "app")
@@ -216,23 +217,23 @@ def _standing(row: RerunRow) -> dict[str, Any]:
     else:
         current = AppRow.objects.filter(name=row.target).values("headline", "verdict_event").first() or {}
         value, verdict = current.get("headline"), current.get("verdict_event")
-    since = Event.objects.filter(event_id=verdict).values_list("recorded_at", flat=True).first() if verdict else None
-    return {"value": value, "since": since.date().isoformat() if since else None}
+    admitted = Event.objects.filter(event_id=verdict).first() if verdict else None
+    return {"value": value, "since": day(record_from_row(admitted)) if admitted else None}  # its time of record
 
 
 def history_line(before: dict[str, Any], verdict, value: float | None, revision, inconclusive: str = "") -> str:
     """"was 2.310× on 2026-01-02, downgraded to 1.940× on 2026-02-03 by re-run #57, because …"."""
     was = f"was {before['value']:.3f}× on {before['since']}" if before["value"] is not None else "had no value"
-    day = verdict.recorded_at[:10]
+    on = day(verdict)
     if inconclusive:
-        return f"{was}; re-run #{verdict.position} on {day} was inconclusive ({inconclusive}): nothing was revised"
+        return f"{was}; re-run #{verdict.position} on {on} was inconclusive ({inconclusive}): nothing was revised"
     if revision is None:
         measured = f"{value:.3f}×" if value is not None else "no value"
-        return f"{was}; re-run #{verdict.position} on {day} measured {measured}: the result holds"
+        return f"{was}; re-run #{verdict.position} on {on} measured {measured}: the result holds"
     if revision.type == "ResultDowngraded":
-        return (f"{was}, downgraded to {revision.data['to_value']:.3f}× on {day} by re-run #{verdict.position}, "
+        return (f"{was}, downgraded to {revision.data['to_value']:.3f}× on {on} by re-run #{verdict.position}, "
                 f"because {revision.data['reason']}")
-    return f"{was}, retracted on {day} by re-run #{verdict.position}, because {revision.data['reason']}"
+    return f"{was}, retracted on {on} by re-run #{verdict.position}, because {revision.data['reason']}"
 
 
 def _as_dict(row: RerunRow) -> dict[str, Any]:

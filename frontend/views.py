@@ -121,7 +121,8 @@ def _measurement_groups(measurements: list[dict]) -> list[dict]:
         group = groups.setdefault(m["event_position"], {
             "position": m["event_position"], "kind": m["kind"], "verdict_position": m["verdict_position"],
             "description": m["backend_description"], "harness_version": m["harness_version"], "protocol": m["protocol"],
-            "copy_bandwidth": m["copy_bandwidth"], "noisy": m["noisy"], "variants": []})
+            "copy_bandwidth": m["copy_bandwidth"], "noisy": m["noisy"], "variants": [],
+            "times": {"time_of_record": m["time_of_record"], "imported_at": m["imported_at"]}})
         group["variants"].append(m)
     for group in groups.values():
         group["figure"] = plots.sample_distributions(

@@ -82,7 +82,9 @@ class EventStampSerializer(serializers.Serializer):
     actor = serializers.CharField()
     hash = serializers.CharField()
     prev_hash = serializers.CharField()
-    recorded_at = serializers.CharField()
+    recorded_at = serializers.CharField(help_text="when this ledger recorded the event (for an imported one: its import)")
+    time_of_record = serializers.CharField(help_text="when the fact was first recorded: an imported event's origin time")
+    imported_at = serializers.CharField(allow_null=True, help_text="when this ledger imported it; null: recorded here")
 
 
 class ProvenanceSerializer(serializers.Serializer):

@@ -12,6 +12,7 @@ from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import CLexer, CppLexer, DiffLexer
 
+from frontend.recorded import stamp_times
 from frontend.tables import BASELINE_COLUMNS, BASELINE_FAMILIES
 from ledger.review import MAX_TEXT_CHARS
 
@@ -71,6 +72,23 @@ def times(value: float | None, digits: int = 2) -> str:
 def baseline_cells(row: dict) -> list[tuple[str, float]]:
     """(baseline family, speedup over it) of an operator table row, every measured one."""
     return [(family, row[column]) for family, column in zip(BASELINE_FAMILIES, BASELINE_COLUMNS) if row.get(column) is not None]
+
+
+@register.filter
+def when(value: str | None) -> str:
+    """An ISO 8601 UTC time as pages show it: 2026-11-30 14:02:11 UTC."""
+    return f"{value[:19].replace('T', ' ')} UTC" if value else "—"
+
+
+@register.filter
+def recorded(event) -> SafeString:
+    """The time of record of an event (a RecordedEvent, or a provenance stamp dict), with the
+    time this ledger imported it beside it as a secondary fact (frontend.recorded)."""
+    times = event if isinstance(event, dict) else stamp_times(event)
+    if not times.get("imported_at"):
+        return format_html('<time class="of-record">{}</time>', when(times["time_of_record"]))
+    return format_html('<time class="of-record">{}</time> <small class="muted imported">(imported here {})</small>',
+                       when(times["time_of_record"]), when(times["imported_at"]))
 
 
 @register.filter

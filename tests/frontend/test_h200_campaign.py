@@ -7,6 +7,9 @@ from pathlib import Path
 
 import pytest
 from django.core.management import call_command
+from django.utils import timezone
+
+from ledger.models import Event
 
 CAMPAIGN = Path(__file__).resolve().parents[2] / "fixtures" / "ledgers" / "h200_campaign.jsonl"
 
@@ -23,6 +26,10 @@ def standing_in_export() -> dict[str, tuple[str, float]]:
         elif event["type"] == "ResultDowngraded":
             found[payload["result"].split("/", 2)[2]] = ("downgraded", payload["to_value"])
     return found
+
+
+def iso_day() -> str:
+    return timezone.now().date().isoformat()
 
 
 def test_a_fresh_clone_browses_the_h200_campaign(ledger, client):
@@ -46,3 +53,19 @@ def test_a_fresh_clone_browses_the_h200_campaign(ledger, client):
     html = page.content.decode()
     assert "NVIDIA H200" in html and f"{speedup:.2f}" in html
     assert "samples" in html.lower()
+
+    # Issue 19: the history line of the downgraded diamond_ts8 case says when it was measured (the
+    # export's own times), not when the seed imported it.
+    ts8 = "diamond_ts8/512x512x512/f32"
+    events = {event["type"]: event for event in map(json.loads, CAMPAIGN.read_text().splitlines())
+              if event["stream"] == f"operator/cuda/{ts8}" and event["type"] in ("GateVerdict", "ResultDowngraded")}
+    days = {kind: event["recorded_at"][:10] for kind, event in events.items()}
+    history = client.get(f"/cases/cuda/{ts8}/").content.decode().split('<section id="history">')[1].split("</section>")[0]
+    assert f"downgraded to 1.851× on {days['ResultDowngraded']} by re-run" in history
+    assert "re-run #" in history and f" on {days['GateVerdict']}: reconfirmed" in history
+    assert iso_day() not in history or iso_day() in days.values()  # the import's day only where it is also the measurement's
+    downgrade = Event.objects.get(event_id=events["ResultDowngraded"]["event_id"])
+    page = client.get(f"/events/{downgrade.position}/").content.decode()
+    measured = events["ResultDowngraded"]["recorded_at"][:19].replace("T", " ")
+    assert f'<td id="time-of-record"><time class="of-record">{measured} UTC</time>' in page
+    assert f"where it was recorded at {measured} UTC at position {events['ResultDowngraded']['position']}" in page
