@@ -6,13 +6,23 @@ import os
 import pytest
 
 
-def _gpu_available() -> bool:
+def gpu_unavailable() -> str | None:
+    """Why the `gpu` tests cannot run here, or None when CuPy sees a CUDA device. A CuPy that is
+    installed but does not import (a wheel for another CUDA, a missing library) is named with its
+    error, never taken for plain "no GPU" (issue 20: a broken CuPy gave 56 skipped and exit 0)."""
     try:
         import cupy
-
-        return cupy.cuda.runtime.getDeviceCount() > 0
-    except Exception:  # no cupy, no driver, no device: all mean "no GPU here"
-        return False
+    except ModuleNotFoundError as error:
+        if error.name == "cupy":
+            return "CuPy is not installed"
+        return f"CuPy does not import: {error!r}"
+    except Exception as error:  # ImportError from a missing CUDA library, or anything its import raises
+        return f"CuPy does not import: {error!r}"
+    try:
+        count = cupy.cuda.runtime.getDeviceCount()
+    except Exception as error:
+        return f"CuPy sees no CUDA device: {error!r}"
+    return None if count > 0 else "CuPy sees no CUDA device (0 devices)"
 
 
 def pytest_configure(config):
@@ -39,7 +49,8 @@ def _runs_in_database_pass(item) -> bool:
 
 
 def pytest_collection_modifyitems(config, items):
-    """Tests marked `gpu` run only where CuPy sees a CUDA device; elsewhere they are skipped.
+    """Tests marked `gpu` run only where CuPy sees a CUDA device; elsewhere they are skipped with
+    the reason, or, with FORGESTENCIL_REQUIRE_GPU=1 (scripts/gpu_tests.sh), the run stops with it.
 
     With FORGESTENCIL_DATABASE_TESTS_ONLY=1 (the second, PostgreSQL pass of `./dev test`) the
     tests that never touch a database are deselected: the first pass ran them, and a second
@@ -50,11 +61,13 @@ def pytest_collection_modifyitems(config, items):
         config.hook.pytest_deselected(items=[item for item in items if not _runs_in_database_pass(item)])
         items[:] = kept
     gpu_items = [item for item in items if "gpu" in item.keywords]
-    if not gpu_items or _gpu_available():
+    why = gpu_unavailable() if gpu_items else None
+    if why is None:
         return
-    import pytest
-
-    skip = pytest.mark.skip(reason="needs CuPy and a CUDA GPU (run `scripts/gpu_tests.sh` on the device)")
+    if os.environ.get("FORGESTENCIL_REQUIRE_GPU") == "1":
+        pytest.exit(f"{len(gpu_items)} gpu tests selected and this run requires a GPU: {why}",
+                    returncode=pytest.ExitCode.USAGE_ERROR)
+    skip = pytest.mark.skip(reason=f"needs CuPy and a CUDA GPU: {why} (run `scripts/gpu_tests.sh` on the device)")
     for item in gpu_items:
         item.add_marker(skip)
 

@@ -2,14 +2,15 @@
 the all-dataset geometric mean against the 0.98 floor, parity, noisy -> inconclusive, the Amdahl
 ceiling and its flag, the verdict's name, the state it leaves and what a re-run revises. The
 gate runs on real programs in test_gate.py, test_verdicts.py and test_bundled_apps.py;
-benchmarks/mutation_score.py checks that these tests fail when a rule is broken."""
+benchmarks/mutation_score.py checks that these tests fail when a rule is broken (it runs them
+without Django: keep them free of it)."""
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
 import pytest
 
-from appgate.manifest import load_manifest
 from appgate.verdicts import (
     FLOOR,
     amdahl_bounds,
@@ -23,7 +24,6 @@ from appgate.verdicts import (
     state_after,
     verdict_name,
 )
-from tests.appgate.fixtures import HEAT3D_CPU
 
 
 def dataset(name: str, speedup: float, ci: tuple[float, float] | None = None, *, noisy: bool = False,
@@ -172,5 +172,11 @@ def test_an_app_rerun_of_a_result_without_a_standing_headline_never_downgrades()
     assert rerun_revision("admitted", 0.5, [0.4, 0.6], None, "") is None
 
 
-def test_the_checks_a_verdict_rests_on():
-    assert checks_of(load_manifest(HEAT3D_CPU)) == ["own_check", "compare"]
+@pytest.mark.parametrize("own_check, compare, checks", [
+    ({"result_pattern": "PASSED"}, [{"kind": "values"}], ["own_check", "compare"]),
+    ({"result_pattern": "PASSED"}, [], ["own_check"]), (None, [{"kind": "values"}], ["compare"]), (None, [], []),
+])
+def test_the_checks_a_verdict_rests_on(own_check, compare, checks):
+    """The manifest's correctness block (test_verdicts.py gates real manifests with each)."""
+    loaded = SimpleNamespace(manifest=SimpleNamespace(correctness=SimpleNamespace(own_check=own_check, compare=compare)))
+    assert checks_of(loaded) == checks
