@@ -6,6 +6,7 @@ from ledger.projection_base import Projection, RowStore
 from ledger.records import RecordedEvent
 
 from .models import RerunRow
+from .recorded import time_of_record
 
 
 class Reruns(Projection):
@@ -21,7 +22,7 @@ class Reruns(Projection):
         if event.type == "RerunRequested":
             rows.put(data["rerun"], {
                 "rerun": data["rerun"], "kind": data["kind"], "target": data["target"], "backend": data["backend"],
-                "result": data["result"], "requested_by": event.actor, "requested_at": event.recorded_at,
+                "result": data["result"], "requested_by": event.actor, "requested_at": time_of_record(event),
                 "state": "queued", "progress": [], "outcome": None, "detail": "", "history_line": None,
                 "position": event.position})
             return

@@ -11,7 +11,9 @@ A re-run whose measurement is noisy, or whose speedup CI spans the public bound,
 Dispatch: with a broker the task goes to the `cpu` or `gpu` queue. Without one (the embedded
 default) Celery runs tasks eagerly, i.e. inside the HTTP request that asked for it, and the page
 could show no progress; so then the eager task runs on a daemon thread of the web process,
-started after the request's transaction commits.
+started after the request's transaction commits. The web process stands in for the `cpu` queue
+only: a CUDA result's re-run needs a worker on the `gpu` queue, so without a broker it is refused
+with that reason (and the pages offer no button), instead of failing on a machine without a GPU.
 
 Dead workers: the claim (RerunStarted) takes the re-run's lease in the same transaction
 (ledger/leases.py). When the process running it dies (a killed worker, a stopped web server),
@@ -23,7 +25,7 @@ from __future__ import annotations
 
 import threading
 import uuid
-from typing import Any
+from typing import Any, Mapping
 
 from django.conf import settings
 from django.db import connections, transaction
@@ -31,9 +33,9 @@ from django.db import connections, transaction
 from appgate.models import AppRow
 from ledger import leases
 from ledger.errors import ConcurrencyError
-from ledger.models import Event
+from ledger.models import Event, Lease
 from ledger.selectors import stream_events
-from ledger.services import NewEvent, append, record_from_row
+from ledger.services import NewEvent, append, iso_utc, record_from_row
 from measurement.harness.cases import CaseError, parse_case
 from measurement.harness.plan import DEFAULT_PROTOCOL, ProtocolSettings
 from measurement.models import OperatorResult
@@ -41,11 +43,14 @@ from measurement.models import OperatorResult
 from .models import RerunRow
 from .provenance import UnknownResult
 from .recorded import day
-from .tables import STANDING, operator_result_key
+from .tables import STANDING, known_value, operator_result_key
 
 KINDS = ("case", "app")
 PROTOCOL_FIELDS = ("passes", "launches", "warmup", "max_attempts")  # what a re-run request may change
 ENDED = ("finished", "failed", "abandoned")
+STATES = ("queued", "running", *ENDED)
+BACKENDS = ("cpu", "cuda")  # a case's backend, or an application's architecture
+FILTERS = {"state": STATES, "backend": BACKENDS, "kind": KINDS}  # of the re-runs page and GET /api/reruns/
 
 
 class RerunError(ValueError):
@@ -60,14 +65,31 @@ def _stream(rerun_id: str) -> str:
     return f"rerun/{rerun_id}"
 
 
+def queue_of(backend: str) -> str:
+    return "gpu" if backend == "cuda" else "cpu"
+
+
+def worker_missing(backend: str) -> str | None:
+    """Why no re-run of this backend can run in this deployment (None: it can). Without a broker
+    the web process runs re-runs itself, on the `cpu` queue's behalf only."""
+    queue = queue_of(backend)
+    if settings.CELERY_TASK_ALWAYS_EAGER and queue != "cpu":
+        return (f"a {backend.upper()} re-run needs a worker on the `{queue}` queue: this server has no broker and runs "
+                f"CPU re-runs only (set CELERY_BROKER_URL and run `celery -A config worker -Q {queue}` on a GPU host)")
+    return None
+
+
 def rerun_target(kind: str, target: str, backend: str) -> tuple[str, str, str]:
     """(result key, backend, status) of what a re-run would revise; RerunError / UnknownResult
-    when there is none that stands."""
+    when there is none that stands, or no worker here could run it."""
     if kind not in KINDS:
         raise RerunError(f"kind must be one of {', '.join(KINDS)}, not {kind!r}")
     result, backend, status = _target(kind, target, backend)
     if status not in STANDING:
         raise RerunError(f"{result} has no standing result to re-run (status: {status})")
+    missing = worker_missing(backend)
+    if missing:
+        raise RerunError(missing)
     return result, backend, status
 
 
@@ -109,8 +131,7 @@ def request_rerun(kind: str, target: str, actor: str, backend: str = "cpu", *, p
     rerun_id = str(uuid.uuid4())
     append(NewEvent(stream=_stream(rerun_id), type="RerunRequested", actor=actor, expected_version=0, payload={
         "rerun": rerun_id, "kind": kind, "target": target, "backend": backend, "result": result, "protocol": protocol}))
-    queue = "gpu" if backend == "cuda" else "cpu"
-    transaction.on_commit(lambda: dispatch(rerun_id, queue))
+    transaction.on_commit(lambda: dispatch(rerun_id, queue_of(backend)))
     return rerun_id
 
 
@@ -243,14 +264,34 @@ def _as_dict(row: RerunRow) -> dict[str, Any]:
 
 
 def rerun_status(rerun_id: str) -> dict[str, Any]:
+    """The re-run as its page shows it; a running one with its worker: host, pid, last heartbeat
+    and whether that worker still lives (a dead one's re-run stays "running" until the reaper
+    closes it, and the page says so instead of "measuring")."""
     row = RerunRow.objects.filter(rerun=rerun_id).first()
     if row is None:
         raise UnknownRerun(f"no re-run {rerun_id}")
-    return _as_dict(row)
+    status = _as_dict(row)
+    if row.state == "running":
+        key = _stream(rerun_id)
+        lease = Lease.objects.filter(key=key).first()
+        status["worker"] = None if lease is None else {
+            "host": lease.host, "pid": lease.pid, "heartbeat_at": iso_utc(lease.heartbeat_at),
+            "alive": leases.is_held(key) is not None}
+    return status
 
 
-def recent_reruns(result: str | None = None, limit: int = 50) -> list[dict[str, Any]]:
+def recent_reruns(result: str | None = None, limit: int = 50, *, state: str | None = None, backend: str | None = None,
+                  kind: str | None = None) -> list[dict[str, Any]]:
+    """Newest first. Filters are exact values (the pages and the API check them first)."""
     rows = RerunRow.objects.order_by("-requested_at")
-    if result:
-        rows = rows.filter(result=result)
+    for field, value in (("result", result), ("state", state), ("backend", backend), ("kind", kind)):
+        if value:
+            rows = rows.filter(**{field: value})
     return [_as_dict(row) for row in rows[:limit]]
+
+
+def listed(params: Mapping[str, str], limit: int = 50) -> list[dict[str, Any]]:
+    """The re-runs a page or the API lists for its query: each of FILTERS a known value, matched
+    ignoring case (TableQueryError names the known ones); `result` an exact result key."""
+    query = {name: known_value(name, (params.get(name) or "").strip(), known) for name, known in FILTERS.items()}
+    return recent_reruns((params.get("result") or "").strip() or None, limit, **query)

@@ -16,6 +16,8 @@ from ledger.models import Event, EventTypeCount
 from ledger.records import RecordedEvent
 from measurement.models import CaseRow, OperatorResult
 
+from .models import RerunRow
+
 BRANCH_EVENTS = ("BranchOpened", "BranchMerged", "BranchDropped")
 
 
@@ -164,6 +166,16 @@ def _uuid(value: str) -> uuid.UUID | None:
         return uuid.UUID(value)
     except ValueError:
         return None
+
+
+def rerun_page(stream: str) -> str | None:
+    """The page of the re-run whose stream (rerun/<id>: request, progress, end) `stream` is."""
+    from django.urls import reverse
+
+    rerun = stream.removeprefix("rerun/")
+    if rerun != stream and RerunRow.objects.filter(rerun=rerun).exists():
+        return reverse("rerun", args=[rerun])
+    return None
 
 
 def result_page(result: str | None) -> str | None:

@@ -15,7 +15,7 @@ import math
 import statistics
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, get_args
+from typing import Any, Iterable, get_args
 
 import numpy as np
 from django.conf import settings
@@ -53,6 +53,19 @@ BOOTSTRAP_RESAMPLES = 4000
 
 class TableQueryError(ValueError):
     """A filter or sort the table does not know; the message lists what it accepts."""
+
+
+def known_value(name: str, value: str | None, known: Iterable[str]) -> str | None:
+    """A filter's value as the data spells it: None when not given, else the known value it names
+    ignoring case ("CUDA" is cuda). Anything else is refused with the values that exist: a filter
+    that matched nothing would look like an empty result."""
+    if not value:
+        return None
+    known = list(known)
+    match = next((k for k in known if k.lower() == value.strip().lower()), None)
+    if match is None:
+        raise TableQueryError(f"unknown {name} {value!r}; known: {', '.join(known) or 'none yet'}")
+    return match
 
 
 @lru_cache(maxsize=1)

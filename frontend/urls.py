@@ -19,6 +19,7 @@ urlpatterns = [
     path("actions/retract/", views.retract, name="retract"),
     path("actions/rerun/", views.request_rerun, name="request_rerun"),
     path("actions/freeze/", views.freeze, name="freeze"),
+    path("reruns/", views.rerun_list, name="reruns"),
     path("reruns/<str:rerun_id>/", views.rerun_page, name="rerun"),
     path("reruns/<str:rerun_id>/status/", views.rerun_status, name="rerun_status"),
     path("freezes/<int:position>/", views.freeze_check, name="freeze_check"),

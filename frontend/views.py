@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Callable
 
 import plotly
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required, permission_required
@@ -110,7 +111,13 @@ def case_detail(request: HttpRequest, backend: str, case: str) -> HttpResponse:
         "chain": chain,
         "language": "cuda" if backend == "cuda" else "c",
         "measurement_groups": _measurement_groups(chain["measurements"]),
+        **_rerun_facts(chain["result"], backend),
     })
+
+
+def _rerun_facts(result: str, backend: str) -> dict:
+    """A result page's re-runs, and why none can be asked for here (then the page offers no button)."""
+    return {"reruns": reruns.recent_reruns(result, 10), "rerun_blocked": reruns.worker_missing(backend)}
 
 
 def _measurement_groups(measurements: list[dict]) -> list[dict]:
@@ -155,7 +162,7 @@ def app_detail(request: HttpRequest, app: str) -> HttpResponse:
         dataset["figure"] = plots.sample_distributions(
             [{"name": variant, "samples": samples} for variant, samples in dataset["samples"].items()],
             f"Raw samples of dataset {dataset['dataset']} (#{dataset['position']})")
-    return render(request, "frontend/app_detail.html", {"chain": chain})
+    return render(request, "frontend/app_detail.html", {"chain": chain, **_rerun_facts(chain["result"], chain["architecture"])})
 
 
 def ablations(request: HttpRequest) -> HttpResponse:
@@ -195,7 +202,7 @@ def event_detail(request: HttpRequest, position: int) -> HttpResponse:
     result = event.payload.get("result") or event.payload.get("subject")
     return render(request, "frontend/event.html", {
         "event": event, "references": selectors.event_references(event), "result": result,
-        "result_url": selectors.result_page(result),
+        "result_url": selectors.result_page(result), "rerun_url": selectors.rerun_page(event.stream),
     })
 
 
@@ -301,9 +308,30 @@ def _result_url(kind: str, backend: str, target: str) -> str:
 
 
 def _rerun_context(rerun: dict) -> dict:
+    """`polling`: while the state can still change by itself (queued, or running on a live worker);
+    a running re-run whose worker stopped reporting changes only when the reaper closes it."""
     done = rerun["state"] in reruns.ENDED
+    stalled = rerun["state"] == "running" and not (rerun.get("worker") or {}).get("alive")
     return {"rerun": rerun, "result_url": _result_url(rerun["kind"], rerun["backend"], rerun["target"]), "done": done,
+            "polling": not done and not stalled, "queue": reruns.queue_of(rerun["backend"]),
+            "brokered": not settings.CELERY_TASK_ALWAYS_EAGER,
             "still_standing": done and reruns.still_standing(rerun)}  # then the page offers another re-run
+
+
+RERUNS_SHOWN = 200
+
+
+def rerun_list(request: HttpRequest) -> HttpResponse:
+    """Every re-run, newest first (the newest RERUNS_SHOWN), by state, backend, kind or result: a
+    failed or abandoned one stays findable after its page was closed."""
+    filters = {name: request.GET.get(name, "").strip() for name in (*reruns.FILTERS, "result")}
+    error = None
+    try:
+        rows = reruns.listed(filters, RERUNS_SHOWN)
+    except tables.TableQueryError as exc:
+        rows, error = [], str(exc)
+    return render(request, "frontend/reruns.html", {"rows": rows, "filters": filters, "error": error, "limit": RERUNS_SHOWN,
+                                                    "choices": reruns.FILTERS}, status=400 if error else 200)
 
 
 def rerun_page(request: HttpRequest, rerun_id: str) -> HttpResponse:
@@ -312,11 +340,12 @@ def rerun_page(request: HttpRequest, rerun_id: str) -> HttpResponse:
 
 
 def rerun_status(request: HttpRequest, rerun_id: str) -> HttpResponse:
-    """The polled fragment; header X-Rerun-Done tells the page when to stop polling."""
+    """The polled fragment; header X-Rerun-Poll tells the page when to stop polling."""
     context = _rerun_context(_rerun_or_404(rerun_id))
     response = render(request, "frontend/_rerun_status.html", context)
     response["X-Rerun-State"] = context["rerun"]["state"]
-    response["X-Rerun-Done"] = "1" if context["done"] else "0"  # static/frontend/rerun.js stops polling
+    response["X-Rerun-Done"] = "1" if context["done"] else "0"
+    response["X-Rerun-Poll"] = "1" if context["polling"] else "0"  # static/frontend/rerun.js stops polling at 0
     response["Cache-Control"] = "no-store"
     return response
 

@@ -1,10 +1,8 @@
 """Request and response shapes of the audit API (also what the OpenAPI schema shows)."""
 from rest_framework import serializers
 
-from frontend.reruns import ENDED, KINDS
+from frontend.reruns import KINDS, STATES
 from ledger.review import MAX_TEXT_CHARS
-
-STATES = ("queued", "running", *ENDED)
 
 
 class OperatorRowSerializer(serializers.Serializer):
@@ -127,6 +125,9 @@ class RerunSerializer(serializers.Serializer):
     outcome = serializers.JSONField(allow_null=True)
     detail = serializers.CharField(allow_blank=True)
     history_line = serializers.CharField(allow_null=True)
+    worker = serializers.JSONField(required=False, allow_null=True,
+                                   help_text="running only: host, pid, heartbeat_at and alive (false: its worker stopped "
+                                             "reporting; the reaper will close the re-run as abandoned)")
 
 
 class SignOffRequestSerializer(serializers.Serializer):

@@ -167,10 +167,17 @@ class Provenance(AuditView):
 class Reruns(AuditView):
     write_permission = "request_rerun"
 
-    @extend_schema(parameters=[OpenApiParameter("result", str, description="only re-runs of this result")],
-                   responses={200: s.RerunSerializer(many=True), **errors(403)})
+    @extend_schema(parameters=[OpenApiParameter("result", str, description="only re-runs of this result"),
+                               OpenApiParameter("state", str, enum=list(reruns.STATES)),
+                               OpenApiParameter("backend", str, enum=list(reruns.BACKENDS)),
+                               OpenApiParameter("kind", str, enum=list(reruns.KINDS))],
+                   responses={200: s.RerunSerializer(many=True), **errors(400, 403)})
     def get(self, request):
-        return Response(reruns.recent_reruns(request.query_params.get("result") or None))
+        """Newest first (50); filters as the re-runs page: values matched ignoring case, an unknown one a 400."""
+        try:
+            return Response(reruns.listed(request.query_params))
+        except TableQueryError as error:
+            raise ValidationError({"detail": str(error)}) from None
 
     @extend_schema(request=s.RerunRequestSerializer, responses={202: s.RerunSerializer, **errors(400, 403, 404)},
                    description="Queue a gate re-run; poll /api/reruns/<id>/ for its progress and outcome.")
