@@ -180,3 +180,32 @@ def test_the_committed_public_key_verifies_every_shipped_export(capsys):
         assert any(f"signed by trusted key {key}" in out for key in publication), (path, out)
     # the line limit keeps a 4x margin over the longest line shipped
     assert max(len(line) for path in exports for line in path.read_bytes().splitlines()) * 4 <= MAX_LINE_BYTES
+
+
+def test_an_import_with_an_invalid_payload_under_a_valid_chain_and_trusted_head_imports_nothing(export_file):
+    """Signed and chained correctly (a trusted key re-signed it), yet one payload breaks its schema:
+    the import validates every payload before appending any (README: import nothing if any line is bad)."""
+    records = lines(export_file)
+    records[2]["payload"]["to_value"] = "faster"  # ResultDowngraded's to_value is a number
+    write(export_file, resigned(records, signing_key()))
+    assert run_standalone(export_file, "--key", public_key_text(signing_key())).returncode == 0  # the chain holds
+    erase_ledger()
+    initialise_ledger("second ledger", "user:test")
+    with pytest.raises(LedgerError, match=r"line 3: .*to_value.*; nothing was imported"):
+        import_ledger(export_file, "user:importer")
+    assert Event.objects.count() == 1
+
+
+def test_an_imported_checkpoint_by_another_key_covered_by_a_trusted_one_is_counted_not_refused(ledger, tmp_path):
+    some_events(1)
+    with override_settings(LEDGER_SIGNING_KEY=OTHER_SEED):
+        sign_checkpoint("user:device")  # #3, a device machine's throw-away key
+    some_events(1)
+    path = tmp_path / "device.jsonl"
+    with path.open("w") as handle:
+        export_ledger(handle)  # #5: this service's key signs head #4, the device checkpoint included
+    erase_ledger()
+    initialise_ledger("second ledger", "user:test")
+    assert import_ledger(path, "user:importer") == (5, 0)
+    report = verify_ledger()
+    assert report.ok and report.covered_unknown == 1, report.summary()
