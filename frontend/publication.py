@@ -3,6 +3,9 @@ that record their hashes in the ledger (ledger.review.freeze / check_freeze, whi
 the tables' columns). Pages and the API call `freeze` and `check_freeze` from here."""
 from __future__ import annotations
 
+import csv
+import io
+
 from ledger.records import RecordedEvent
 from ledger import review
 
@@ -14,10 +17,11 @@ TABLES = {
 }
 
 
-def published_csv(name: str) -> str:
-    """The table's publishable rows, ordered by result key (so the hash depends on content only)."""
-    rows_of, columns = TABLES[name]
-    return table_csv([row for row in rows_of(sort="result") if row["publishable"]], columns)
+def published_csv(name: str, columns: list[str] | None = None) -> str:
+    """The table's publishable rows, ordered by result key (so the hash depends on content only),
+    in the table's columns or the given ones."""
+    rows_of, known = TABLES[name]
+    return table_csv([row for row in rows_of(sort="result") if row["publishable"]], columns or known)
 
 
 def published_tables() -> dict[str, str]:
@@ -30,8 +34,19 @@ def freeze(actor: str) -> RecordedEvent:
 
 def check_freeze(position: int) -> dict:
     """{"position", "tables": {name: {"frozen", "now", "matches"}}}: raises ReviewError when no
-    freeze is recorded at that position."""
-    return review.check_freeze(position, published_tables())
+    freeze is recorded at that position. Each table is rendered now in the columns it was frozen
+    with (its CSV header): a column added to the table since (issue 19 added device, roofline and
+    sign-off columns) is not a change of what was published; a changed row or value still is."""
+    frozen = review.frozen(position).data["tables"]
+    return review.check_freeze(position, {name: published_csv(name, _frozen_columns(name, table["csv"]))
+                                          for name, table in frozen.items() if name in TABLES})
+
+
+def _frozen_columns(name: str, text: str) -> list[str] | None:
+    """The frozen CSV's header when every column of it still exists (else the table's own, and the
+    check says it differs)."""
+    header = next(csv.reader(io.StringIO(text)), [])
+    return header if header and set(header) <= set(TABLES[name][1]) else None
 
 
 def frozen_csv(position: int, name: str) -> str:

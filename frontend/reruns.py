@@ -43,13 +43,12 @@ from measurement.models import OperatorResult
 from .models import RerunRow
 from .provenance import UnknownResult
 from .recorded import day
-from .tables import STANDING, known_value, operator_result_key
+from .tables import BACKENDS, STANDING, known_value, operator_result_key
 
 KINDS = ("case", "app")
 PROTOCOL_FIELDS = ("passes", "launches", "warmup", "max_attempts")  # what a re-run request may change
 ENDED = ("finished", "failed", "abandoned")
 STATES = ("queued", "running", *ENDED)
-BACKENDS = ("cpu", "cuda")  # a case's backend, or an application's architecture
 FILTERS = {"state": STATES, "backend": BACKENDS, "kind": KINDS}  # of the re-runs page and GET /api/reruns/
 
 

@@ -27,25 +27,40 @@ from appgate.verdicts import ceiling_problem, parity
 from ledger.review import signoff_states
 from measurement.models import CaseRow, OperatorResult
 
+from .roofline import case_roofline, measured_runs
+
 # Every public baseline family gets a column of the kernel's speedup over it (issue 15): the
 # bound is only the fastest of them, and a reader should see how far each one is.
 BASELINE_FAMILIES = ("straightforward", "halide", "devito", "pystencils", "cupyx.ndimage", "scipy.ndimage",
                      "torch.conv", "composed")
 BASELINE_COLUMNS = [f"over_{family.replace('.', '_')}" for family in BASELINE_FAMILIES]
+# What each family is, for the table's legend of the public bound (docs/measurement.md, "Baselines").
+BASELINE_MEANINGS = {
+    "straightforward": "the case's stencil written plainly (one point per thread or iteration, every neighbour "
+                       "loaded; fair in every precision): the naive reference",
+    "halide": "Halide, with the fastest schedule of the case's recorded tuning run, in brackets: [vec_par_z]",
+    "devito": "Devito's generated OpenMP C (CPU)",
+    "pystencils": "pystencils' generated kernel",
+    "cupyx.ndimage": "cupyx.scipy.ndimage's correlate (GPU)",
+    "scipy.ndimage": "scipy.ndimage's correlate (CPU)",
+    "torch.conv": "PyTorch's convolution through cuDNN (GPU)",
+    "composed": "of a multi-step case: a single-step kernel applied step after step, e.g. composed(star_1 admitted x8)",
+}
 OPERATOR_COLUMNS = [
     "result", "case", "backend", "type", "precision", "shape", "status", "revised", "version", "kernel_hash",
     "speedup", "speedup_ci_low", "speedup_ci_high", "bound_name", "bound_label", "bound_precision", "same_precision",
-    *BASELINE_COLUMNS, "fraction_of_copy", "verdict_position", "history", "publishable", "provenance_url",
-    "api_provenance_url",
+    *BASELINE_COLUMNS, "fraction_of_copy", "device", "flop_per_byte", "bound_class", "roofline_ceiling",
+    "verdict_position", "history", "signoffs", "publishable", "provenance_url", "api_provenance_url",
 ]
 APPLICATION_COLUMNS = [
     "result", "app", "domain", "architecture", "state", "milestone", "status", "revised", "version",
     "headline", "ci_low", "ci_high", "datasets", "real", "amdahl_ceiling", "hotspot_fraction",
-    "checks", "noisy", "parity", "above_ceiling", "publishable", "provenance_url", "api_provenance_url",
+    "checks", "noisy", "parity", "above_ceiling", "signoffs", "publishable", "provenance_url", "api_provenance_url",
 ]
+BACKENDS = ("cpu", "cuda")  # a case's backend, an application's architecture
 OPERATOR_STATUSES = ("admitted", "downgraded", "retracted", "none")
 APPLICATION_STATUSES = ("admitted", "downgraded", "retracted", "rejected", "self-checked", "inconclusive", "none")
-APP_STATES = get_args(AppState)
+APP_STATES = ("REGISTERED", *get_args(AppState))  # REGISTERED: before the App Agent set one (appgate.projections)
 STANDING = ("admitted", "downgraded")  # a result that still holds (its number may be reported)
 BOOTSTRAP_SEED = 0
 BOOTSTRAP_RESAMPLES = 4000
@@ -82,18 +97,19 @@ def operator_result_key(backend: str, case: str) -> str:
 def operator_rows(*, backend: str | None = None, matrix: str | None = None, status: str | None = None,
                   search: str | None = None, sort: str | None = None) -> list[dict]:
     """Every (backend, case) of the defined matrices, with its admitted kernel if any; results
-    admitted for cases outside every matrix are listed too."""
-    if status and status not in OPERATOR_STATUSES:
-        raise TableQueryError(f"unknown status {status!r}; known: {', '.join(OPERATOR_STATUSES)}")
+    admitted for cases outside every matrix are listed too. Filters take a known value in any
+    case (known_value); the search is a case-insensitive substring."""
+    status = known_value("status", status, OPERATOR_STATUSES)
+    backend = known_value("backend", backend, BACKENDS)
     backends = matrix_backends()
-    if matrix and matrix not in backends:
-        raise TableQueryError(f"unknown matrix {matrix!r}; known: {', '.join(backends)}")
-    cases = {row["case"]: row for row in CaseRow.objects.values("case", "type", "precision", "shape", "matrices")}
+    matrix = known_value("matrix", matrix, backends)
+    cases = {row["case"]: row for row in CaseRow.objects.values("case", "type", "precision", "shape", "matrices", "flops",
+                                                                 "compulsory_bytes")}
     results = {
         (row["backend"], row["case"]): row
         for row in OperatorResult.objects.values(
             "result", "case", "backend", "status", "source_hash", "speedup", "speedup_ci", "bound", "baselines",
-            "same_precision", "fraction_of_copy", "verdict_position", "history", "revisions")
+            "same_precision", "fraction_of_copy", "verdict_event", "verdict_position", "history", "revisions")
     }
     keys = set(results)
     for case, row in cases.items():
@@ -103,14 +119,15 @@ def operator_rows(*, backend: str | None = None, matrix: str | None = None, stat
     if backend:
         keys = {(b, c) for b, c in keys if b == backend}
     signoffs = signoff_states(prefix="operator/")
-    rows = [_operator_row(b, c, cases.get(c), results.get((b, c)), signoffs) for b, c in keys]
+    runs = measured_runs(results[key]["verdict_event"] for key in keys if key in results)
+    rows = [_operator_row(b, c, cases.get(c), results.get((b, c)), signoffs, runs) for b, c in keys]
     if status:
         rows = [row for row in rows if row["status"] == status]
     rows = _search(rows, search, ("case", "kernel_hash", "bound_name", "type"))
     return _sort(rows, sort or "case", OPERATOR_COLUMNS, tiebreak=("case", "backend"))
 
 
-def _operator_row(backend: str, case: str, defined: dict | None, result: dict | None, signoffs: dict) -> dict:
+def _operator_row(backend: str, case: str, defined: dict | None, result: dict | None, signoffs: dict, runs: dict) -> dict:
     key = operator_result_key(backend, case)
     parts = case.split("/")
     kind, shape, precision = (parts + ["", "", ""])[:3]
@@ -119,8 +136,9 @@ def _operator_row(backend: str, case: str, defined: dict | None, result: dict | 
     result = result or {}
     ci = result.get("speedup_ci") or [None, None]
     bound = result.get("bound") or {}
-    signoff = signoffs.get(key, {"version": 1, "publishable": False})
+    signoff = signoffs.get(key, {"version": 1, "reviewers": [], "publishable": False})
     status = result.get("status", "none")
+    run = runs.get(result.get("verdict_event", ""))
     return {
         "result": key, "case": case, "backend": backend, "type": kind, "precision": precision, "shape": shape,
         "status": status, "revised": bool(result.get("revisions")), "version": signoff["version"],
@@ -130,12 +148,19 @@ def _operator_row(backend: str, case: str, defined: dict | None, result: dict | 
         "bound_label": bound.get("label") or bound.get("name", ""),
         "bound_precision": bound.get("precision", ""), "same_precision": result.get("same_precision"),
         **baseline_speedups(result.get("baselines")),
-        "fraction_of_copy": result.get("fraction_of_copy"), "verdict_position": result.get("verdict_position"),
+        "fraction_of_copy": result.get("fraction_of_copy"), "device": (run or {}).get("device", ""),
+        **case_roofline(defined, run, bound.get("median")), "verdict_position": result.get("verdict_position"),
         "history": " | ".join(result.get("history") or []),
-        "publishable": status in STANDING and signoff["publishable"],
-        "provenance_url": reverse("case_detail", args=[backend, case]),
-        "api_provenance_url": reverse("api-provenance", args=["case", f"{backend}/{case}"]),
+        **_review_cells(status, signoff),
+        # a case without a result has no provenance page: no link that would answer 404
+        "provenance_url": reverse("case_detail", args=[backend, case]) if result else "",
+        "api_provenance_url": reverse("api-provenance", args=["case", f"{backend}/{case}"]) if result else "",
     }
+
+
+def _review_cells(status: str, signoff: dict) -> dict:
+    """How many different reviewers signed off the current version (two make it publishable)."""
+    return {"signoffs": len(set(signoff["reviewers"])), "publishable": status in STANDING and signoff["publishable"]}
 
 
 def baseline_speedups(baselines: dict[str, dict] | None) -> dict[str, float | None]:
@@ -158,9 +183,8 @@ def application_rows(*, state: str | None = None, architecture: str | None = Non
     queryset = AppRow.objects.values(
         "name", "architecture", "domain", "state", "milestones", "result", "status", "headline", "headline_ci",
         "datasets", "real", "amdahl_ceiling", "hotspot_fraction", "noisy", "checks", "revisions")
+    state, architecture = known_value("state", state, APP_STATES), known_value("architecture", architecture, BACKENDS)
     if state:
-        if state not in APP_STATES:
-            raise TableQueryError(f"unknown state {state!r}; known: {', '.join(APP_STATES)}")
         queryset = queryset.filter(state=state)
     if architecture:
         queryset = queryset.filter(architecture=architecture)
@@ -173,7 +197,7 @@ def application_rows(*, state: str | None = None, architecture: str | None = Non
 def _application_row(row: dict, signoffs: dict) -> dict:
     result = row["result"] or f"app/{row['architecture']}/{row['name']}"
     ci = row["headline_ci"] or [None, None]
-    signoff = signoffs.get(result, {"version": 1, "publishable": False})
+    signoff = signoffs.get(result, {"version": 1, "reviewers": [], "publishable": False})
     status = row["status"] or "none"
     return {
         "result": result, "app": row["name"], "domain": row["domain"], "architecture": row["architecture"],
@@ -185,7 +209,7 @@ def _application_row(row: dict, signoffs: dict) -> dict:
         # datasets still noisy after every attempt, a CI reaching 1.0, a headline above its ceiling
         "checks": " + ".join(row["checks"] or []), "noisy": ", ".join(row["noisy"]), "parity": parity(status, ci),
         "above_ceiling": bool(ceiling_problem(row["headline"], row["amdahl_ceiling"])),
-        "publishable": status in STANDING and signoff["publishable"],
+        **_review_cells(status, signoff),
         "provenance_url": reverse("app_detail", args=[row["name"]]),
         "api_provenance_url": reverse("api-provenance", args=["app", row["name"]]),
     }

@@ -21,12 +21,12 @@ from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme, urlencode
 from django.views.decorators.http import require_POST
 
-from ledger import review
+from ledger import event_types, review
 from ledger import selectors as ledger_selectors
 from ledger.models import Event, EventTypeCount
 from ledger.review import ReviewError
 
-from . import login_throttle, plots, provenance, publication, reruns, selectors, tables
+from . import login_throttle, plots, provenance, publication, reruns, roofline, selectors, tables
 
 PLOTLY_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
 
@@ -58,19 +58,21 @@ def dashboard(request: HttpRequest) -> HttpResponse:
 
 OPERATOR_FILTERS = ("backend", "matrix", "status", "search")
 APPLICATION_FILTERS = ("state", "architecture", "search")
-OPERATOR_HEADERS = (("case", "case"), ("backend", "backend"), ("status", "status"), ("speedup", "speedup (95% CI)"),
-                    ("bound_label", "over (public bound)"), ("fraction_of_copy", "% copy BW"), ("kernel_hash", "kernel"),
-                    ("publishable", "signed off"))
+OPERATOR_HEADERS = (("case", "case"), ("backend", "backend · device"), ("status", "status"),
+                    ("speedup", "speedup (95% CI)"), ("bound_label", "over the public bound"),
+                    ("fraction_of_copy", "% copy BW"), ("roofline_ceiling", "roofline ceiling"),
+                    ("flop_per_byte", "flop/byte · class"), ("kernel_hash", "kernel"), ("signoffs", "sign-offs (of 2)"))
 APPLICATION_HEADERS = (("app", "application"), ("domain", "domain"), ("architecture", "arch"), ("state", "state"),
                        ("milestone", "milestone"), ("status", "status"), ("headline", "headline (95% CI)"),
                        ("datasets", "datasets"), ("real", "REAL"), ("amdahl_ceiling", "Amdahl ceiling"),
-                       ("publishable", "signed off"))
+                       ("signoffs", "sign-offs (of 2)"))
 
 
 def _table_page(request: HttpRequest, builder: Callable[..., list[dict]], filter_names: tuple[str, ...],
-                headers: tuple[tuple[str, str], ...], default_sort: str) -> dict:
-    """Filters and sort from the query string, the rows, and header links that sort by each
-    column (a second click reverses). An unknown filter or sort value is shown, not a 500."""
+                headers: tuple[tuple[str, str], ...], default_sort: str, api: str) -> dict:
+    """Filters and sort from the query string, the rows, header links that sort by each column
+    (a second click reverses) and the CSV link of the same rows in the same order (`api`: the
+    table's API route). An unknown filter or sort value is a 400 page naming the known ones."""
     filters = {name: request.GET.get(name, "").strip() for name in filter_names}
     sort = request.GET.get("sort", "").strip() or default_sort
     error = None
@@ -81,12 +83,15 @@ def _table_page(request: HttpRequest, builder: Callable[..., list[dict]], filter
     active = {k: v for k, v in filters.items() if v}
     columns = [{"key": key, "label": label, "arrow": "▲" if sort == key else "▼" if sort == f"-{key}" else "",
                 "url": "?" + urlencode({**active, "sort": f"-{key}" if sort == key else key})} for key, label in headers]
-    return {"rows": rows, "filters": filters, "sort": sort, "error": error, "columns": columns}
+    csv_url = reverse(api) + "?" + urlencode({**active, **({"sort": sort} if sort != default_sort else {}), "format": "csv"})
+    return {"rows": rows, "filters": filters, "sort": sort, "error": error, "columns": columns, "active": active,
+            "csv_url": csv_url}
 
 
 def operator_table(request: HttpRequest) -> HttpResponse:
-    context = _table_page(request, tables.operator_rows, OPERATOR_FILTERS, OPERATOR_HEADERS, "case")
-    context.update(matrices=sorted(tables.matrix_backends()), statuses=tables.OPERATOR_STATUSES)
+    context = _table_page(request, tables.operator_rows, OPERATOR_FILTERS, OPERATOR_HEADERS, "case", "api-operator-cases")
+    context.update(matrices=sorted(tables.matrix_backends()), statuses=tables.OPERATOR_STATUSES,
+                   baselines=tables.BASELINE_MEANINGS, targets=roofline.TARGETS)
     return render(request, "frontend/operators.html", context, status=400 if context["error"] else 200)
 
 
@@ -147,7 +152,8 @@ def case_history(request: HttpRequest, backend: str, case: str) -> HttpResponse:
 
 
 def application_table(request: HttpRequest) -> HttpResponse:
-    context = _table_page(request, tables.application_rows, APPLICATION_FILTERS, APPLICATION_HEADERS, "app")
+    context = _table_page(request, tables.application_rows, APPLICATION_FILTERS, APPLICATION_HEADERS, "app",
+                          "api-applications")
     standing = [row["headline"] for row in context["rows"] if row["status"] in tables.STANDING and row["real"]]
     context.update(states=tables.APP_STATES, distribution=plots.speedup_distribution(standing))
     return render(request, "frontend/applications.html", context, status=400 if context["error"] else 200)
@@ -172,28 +178,38 @@ def ablations(request: HttpRequest) -> HttpResponse:
 EVENT_FILTERS = ("stream", "type", "actor", "position_min", "position_max")
 
 
-def _position(value: str) -> int | None:
+def _position(name: str, value: str) -> int | None:
+    """A position filter: empty, or a whole number (anything else is refused, never ignored)."""
     value = value.strip()
-    return int(value) if value.isdigit() else None
+    if value and not value.isdigit():
+        raise tables.TableQueryError(f"{name} must be a whole number (a ledger position), not {value!r}")
+    return int(value) if value else None
 
 
 def event_browser(request: HttpRequest) -> HttpResponse:
     """Newest first, 50 a page, keyset-paginated on position (?before= older, ?after= newer):
     each page reads about 50 index entries whatever the ledger's size, and no page counts the
-    matches unless a projection knows the count (ledger.selectors.count_events)."""
+    matches unless a projection knows the count (ledger.selectors.count_events). The type is
+    matched ignoring case against the known types; an unknown type or a position that is not a
+    number is a 400 that says so (a filter that matched nothing would read as "no such events")."""
     filters = {key: request.GET.get(key, "").strip() for key in EVENT_FILTERS}
-    query = ledger_selectors.EventFilters(stream=filters["stream"], type=filters["type"], actor=filters["actor"],
-                                          position_min=_position(filters["position_min"]),
-                                          position_max=_position(filters["position_max"]))
-    before, after = _position(request.GET.get("before", "")), _position(request.GET.get("after", ""))
+    types = list(EventTypeCount.objects.order_by("type").values_list("type", flat=True))
+    context = {"filters": filters, "types": types, "events": [], "count": None}
+    try:
+        kind = tables.known_value("type", filters["type"], sorted({*types, *event_types.all_types()}))
+        query = ledger_selectors.EventFilters(stream=filters["stream"], type=kind or "", actor=filters["actor"],
+                                              position_min=_position("position_min", filters["position_min"]),
+                                              position_max=_position("position_max", filters["position_max"]))
+        before, after = (_position(name, request.GET.get(name, "")) for name in ("before", "after"))
+    except tables.TableQueryError as exc:
+        return render(request, "frontend/events.html", {**context, "error": str(exc)}, status=400)
     streams = ledger_selectors.match_streams(query.stream) if query.stream else None
     page = ledger_selectors.event_page(ledger_selectors.filtered_events(query, streams), before=before,
                                        after=None if before is not None else after)
-    active = urlencode({k: v for k, v in filters.items() if v})
+    active = urlencode({k: v for k, v in {**filters, "type": kind or ""}.items() if v})
     return render(request, "frontend/events.html", {
-        "page": page, "events": [selectors.record(e) for e in page.events], "filters": filters, "query": active,
+        **context, "page": page, "events": [selectors.record(e) for e in page.events], "query": active,
         "count": ledger_selectors.count_events(query, streams), "paged": before is not None or after is not None,
-        "types": EventTypeCount.objects.order_by("type").values_list("type", flat=True),
     })
 
 

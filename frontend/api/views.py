@@ -93,9 +93,20 @@ class TableView(AuditView):
     def get(self, request):
         query = {name: request.query_params.get(name) or None for name in self.query_params}
         try:
-            return Response(self.rows(**query))
+            rows = self.rows(**query)
         except TableQueryError as error:
             raise ValidationError({"detail": str(error)}) from None
+        return Response([absolute_links(request, row) for row in rows])
+
+
+LINKS = ("provenance_url", "api_provenance_url")
+
+
+def absolute_links(request, row: dict) -> dict:
+    """An exported row's links with scheme and host: a CSV opened elsewhere still leads to its
+    provenance. (The pages link within the site; a frozen table keeps site-relative links, so its
+    hash does not depend on the host name that served it.)"""
+    return {**row, **{key: request.build_absolute_uri(row[key]) for key in LINKS if row[key]}}
 
 
 FORMAT = OpenApiParameter("format", str, enum=["json", "csv"], description="csv: the same rows as CSV (header = columns)")

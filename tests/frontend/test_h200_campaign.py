@@ -3,6 +3,7 @@ ships: the README's main command seeds it (seed_demo), the operator table lists 
 cuda results, and a case page leads down to the raw timing samples of the admitting run."""
 import io
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -28,6 +29,23 @@ def standing_in_export() -> dict[str, tuple[str, float]]:
     return found
 
 
+def generated_table() -> dict[str, dict[str, str]]:
+    """The per-case rows of the committed markdown table generated from CAMPAIGN, by column name."""
+    path = CAMPAIGN.parents[2] / "docs" / "benchmarks" / "h200_operator_table.md"
+    lines = path.read_text().splitlines()
+    assert f"from the ledger export `fixtures/ledgers/{CAMPAIGN.name}`" in "\n".join(lines[:5]), \
+        f"{path} is no longer generated from {CAMPAIGN.name}: compare with the table of the export the seed imports"
+    start = next(n for n, line in enumerate(lines) if line.startswith("| case | status"))
+    columns = [cell.strip() for cell in lines[start].strip("|").split("|")]
+    rows = {}
+    for line in lines[start + 2:]:
+        if not line.startswith("|"):
+            break
+        cells = [cell.strip() for cell in re.split(r"(?<!\\)\|", line.strip().strip("|"))]
+        rows[cells[0]] = dict(zip(columns, cells))
+    return rows
+
+
 def iso_day() -> str:
     return timezone.now().date().isoformat()
 
@@ -45,6 +63,14 @@ def test_a_fresh_clone_browses_the_h200_campaign(ledger, client):
     for case, (status, speedup) in expected.items():
         assert shown[case]["status"] == status, case
         assert shown[case]["speedup"] == pytest.approx(speedup), case
+
+    # Issue 19: the device, flop/byte, class and roofline ceiling of every row are what the generated
+    # table of the same export states (docs/benchmarks/h200_operator_table.md, made from this file).
+    generated = generated_table()
+    for case, row in shown.items():
+        assert row["device"] == "NVIDIA H200", case
+        assert (f"{row['roofline_ceiling']:.2f}x", f"{row['flop_per_byte']:.1f} · {row['bound_class']}") == \
+            (generated[case]["roofline ceiling"], generated[case]["flop/byte · class"]), case
 
     admitted = {case: speedup for case, (status, speedup) in expected.items() if status == "admitted"}
     case, speedup = max(admitted.items(), key=lambda item: item[1])
