@@ -91,9 +91,10 @@ NAMED = [
      ["tests/measurement/test_oracle.py"]),
     ("verify skips the last event", "ledger/verification.py", "for row in _rows():", "for row in list(_rows())[:-1]:",
      ["tests/ledger/test_verify.py"]),
-    ("oracle drops a coefficient", "measurement/harness/oracle.py",
-     "for offset, k in zip(stencil.offsets, stencil.class_index):",
-     "for offset, k in zip(stencil.offsets[1:], stencil.class_index[1:]):", ["tests/measurement/test_oracle.py"]),
+    ("oracle drops a coefficient", "measurement/harness/oracle.py",  # the whole-grid reference (_apply_once)
+     "for offset, k in zip(stencil.offsets, stencil.class_index):\n        window",
+     "for offset, k in zip(stencil.offsets[1:], stencil.class_index[1:]):\n        window",
+     ["tests/measurement/test_oracle.py", "tests/measurement/test_cpu_backend.py"]),
     ("one reviewer enough", "ledger/review.py", "REVIEWERS_NEEDED = 2", "REVIEWERS_NEEDED = 1",
      ["tests/ledger/test_review.py"]),
     ("impossible-speed off", "measurement/harness/rules.py",
@@ -105,7 +106,57 @@ NAMED = [
 
 # Surviving mutants that cannot change any decision, keyed by (module, operator, the mutated line
 # as written): why each is equivalent.
-EQUIVALENT: dict[tuple[str, str, str], str] = {}
+ROLES = ("measurement.backends.base.Variant's roles are 'baseline', 'candidate' and 'prior_best'; ")
+RERUN = "a re-run's verdicts are 'reconfirmed', 'revised' and 'inconclusive' (rerun_verdict); "
+APP = "the app gate's verdicts are 'admitted', 'self-checked', 'rejected' and 'inconclusive' (verdict_name); "
+CLOCKS = ("times and hotspot clocks are read by unsigned patterns or measured: never negative, so `!= 0` "
+          "keeps the same values as `> 0`")
+EQUIVALENT: dict[tuple[str, str, str], str] = {
+    ("measurement/decisions.py", "core/ReplaceBinaryOperator_Mul_Div",
+     "def judge_candidate(correctness: Correctness, timing: VariantTiming | None, *, bound: VariantTiming | None,"):
+        "`*` to `/` only makes the two parameters before it positional-only; every caller names the others, "
+        "so no call changes",
+    ("measurement/decisions.py", "core/ReplaceComparisonOperator_NotEq_Gt",
+     'compared = [name for name in summary if roles.get(name) != "baseline"]'):
+        ROLES + "both others sort after 'baseline', so `> 'baseline'` keeps the same names as `!=`",
+    ("measurement/decisions.py", "core/ReplaceComparisonOperator_Eq_LtE",
+     'possible = [name for name in summary if roles.get(name) == "baseline" and not summary[name].impossible]'):
+        ROLES + "'baseline' sorts first, so `<= 'baseline'` keeps the same names as `==`",
+    ("measurement/decisions.py", "core/ReplaceComparisonOperator_Eq_GtE", 'if verdict == "revised":'):
+        RERUN + "'revised' sorts last, so `>= 'revised'` holds for it alone",
+    ("measurement/decisions.py", "core/ReplaceComparisonOperator_Eq_GtE",
+     'if verdict == "reconfirmed" and ci and standing and ci[1] < standing * (1 - REGRESSION_BAND):'):
+        RERUN + "of the three only 'revised' also sorts at or after 'reconfirmed', and it returned on the line before",
+    ("measurement/decisions.py", "core/ReplaceComparisonOperator_Lt_NotEq", "while number < self.allowed and not self.quiet:"):
+        "attempt numbers count up by one from 0 and the allowed attempts are never negative: `!=` stops at the "
+        "same number as `<`",
+    ("measurement/decisions.py", "core/ReplaceComparisonOperator_Lt_IsNot", "while number < self.allowed and not self.quiet:"):
+        "attempt numbers count up by one from 0 and the allowed attempts are a small non-negative int, which "
+        "CPython caches: `is not` is `!=` there, and `!=` stops at the same number as `<`",
+    ("appgate/verdicts.py", "core/ReplaceComparisonOperator_Eq_LtE", 'if verdict == "admitted":'):
+        APP + "'admitted' sorts first, so `<= 'admitted'` holds for it alone",
+    ("appgate/verdicts.py", "core/ReplaceComparisonOperator_Eq_GtE", 'if verdict == "self-checked":'):
+        APP + "'admitted' returned above, and of the others 'self-checked' sorts last",
+    ("appgate/verdicts.py", "core/ReplaceComparisonOperator_Eq_LtE", 'if verdict == "inconclusive":'):
+        APP + "'admitted' and 'self-checked' returned above, and 'inconclusive' sorts before 'rejected'",
+    ("appgate/verdicts.py", "core/ReplaceComparisonOperator_Eq_LtE", 'if verdict == "rejected" and headline is None:'):
+        APP + "only 'rejected' comes without a headline (conclude gives every other verdict one), so widening "
+        "the verdict test changes nothing while `headline is None` holds",
+    ("appgate/verdicts.py", "core/ReplaceComparisonOperator_Eq_GtE", 'if verdict == "rejected" and headline is None:'):
+        APP + "only 'rejected' comes without a headline (conclude gives every other verdict one), so widening "
+        "the verdict test changes nothing while `headline is None` holds",
+    ("appgate/verdicts.py", "core/ReplaceComparisonOperator_Gt_NotEq",
+     "return (max(samples) - min(samples)) / median if median > 0 else None"): CLOCKS,
+    ("appgate/verdicts.py", "core/ReplaceComparisonOperator_Gt_NotEq",
+     'and statistics.median(p["hotspot_samples"]["candidate"]) > 0]'): CLOCKS,
+    ("appgate/verdicts.py", "core/ReplaceComparisonOperator_Lt_NotEq",
+     '"amdahl_limit": 1.0 / (1.0 - f) if f < 1.0 else None,'):
+        "the hotspot fraction is capped at 1 where it is measured (appgate.services.time_dataset: "
+        "min(1.0, hotspot / time)), so `f != 1.0` holds exactly where `f < 1.0` does",
+    ("forge/rulebook.py", "core/ReplaceComparisonOperator_Eq_LtE", 'if verdict == "admitted":'):
+        "a gate run's verdicts are 'admitted' and 'rejected' (record_verdict without a re-run's decide): "
+        "'admitted' sorts first, so `<=` holds for it alone",
+}
 
 
 def tool() -> Path:

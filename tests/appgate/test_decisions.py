@@ -26,6 +26,11 @@ from appgate.verdicts import (
 )
 
 
+def read_back(text: str) -> str:
+    """The same text as a new string object, as a verdict read back from a recorded event is."""
+    return "".join(list(text))
+
+
 def dataset(name: str, speedup: float, ci: tuple[float, float] | None = None, *, noisy: bool = False,
             spreads: dict | None = None, fraction: float | None = None, hotspot: dict | None = None) -> dict:
     """An AppDatasetMeasured payload's fields that the verdict reads."""
@@ -80,6 +85,11 @@ def test_a_noisy_dataset_of_one_pass_says_so_and_noise_beats_the_floor():
     assert verdict_name(c.reasons, c.inconclusive, self_checked=True) == "inconclusive"
 
 
+def test_of_several_noisy_one_pass_datasets_the_first_is_named():
+    c = conclude([dataset(name, 1.5, noisy=True, spreads={"baseline": None, "candidate": None}) for name in ("a", "b")])
+    assert c.inconclusive.startswith("noisy: one pass only on a, CI ")
+
+
 def test_a_quiet_run_is_not_inconclusive():
     c = conclude([dataset("one", 1.5)])
     assert (c.noisy, c.inconclusive) == ([], "")
@@ -120,6 +130,13 @@ def test_the_amdahl_ceiling_comes_from_the_median_fraction_and_the_hotspots_own_
     assert "; measurement problem: the headline 2.00x is above the Amdahl ceiling 1.60x" in flagged.detail
 
 
+def test_the_hotspots_speedup_is_a_ratio_of_medians_not_a_whole_number():
+    bounds = amdahl_bounds([dataset("a", 1.2, fraction=0.6, hotspot={"baseline": [3.0], "candidate": [2.0]})])
+    assert bounds["hotspot_speedup"] == pytest.approx(1.5)
+    assert bounds["amdahl_limit"] == pytest.approx(2.5)  # 1 / (1 - 0.6)
+    assert bounds["amdahl_ceiling"] == pytest.approx(1 / (1 - 0.6 + 0.6 / 1.5))
+
+
 def test_a_whole_hotspot_has_no_amdahl_limit_and_no_clocks_no_bounds():
     whole = amdahl_bounds([dataset("a", 2.0, fraction=1.0, hotspot={"baseline": [2.0], "candidate": [1.0]})])
     assert whole["amdahl_limit"] is None and whole["amdahl_ceiling"] == pytest.approx(2.0)
@@ -129,7 +146,8 @@ def test_a_whole_hotspot_has_no_amdahl_limit_and_no_clocks_no_bounds():
 
 
 def test_the_spread_of_a_variants_passes():
-    assert spread([1.0, 1.1, 0.9]) == pytest.approx(0.2)
+    assert spread([2.0, 2.2, 1.8]) == pytest.approx(0.2)
+    assert spread([1.0, 3.0, 2.0]) == 1.0 and spread([1.0, 3.0]) == 1.0  # (max - min) / median
     assert spread([1.0]) is None and spread([0.0, 0.0]) is None
     assert geomean([2.0, 8.0]) == pytest.approx(4.0)
 
@@ -152,6 +170,7 @@ def test_parity_is_shown_only_on_a_standing_result(status, low, shown):
 ])
 def test_the_state_a_verdict_leaves(verdict, reasons, headline, state, why):
     assert state_after(verdict, reasons, headline, "1.5x") == (state, why)
+    assert state_after(read_back(verdict), reasons, headline, "1.5x") == (state, why)  # as read from an event
 
 
 @pytest.mark.parametrize("verdict, headline, upper, inconclusive, kind", [
@@ -166,6 +185,7 @@ def test_the_state_a_verdict_leaves(verdict, reasons, headline, state, why):
 def test_an_app_rerun_revises_only_on_conclusive_evidence(verdict, headline, upper, inconclusive, kind):
     ci = None if upper is None else [upper - 0.1, upper]
     assert rerun_revision(verdict, headline, ci, 2.0, inconclusive) == kind
+    assert rerun_revision(read_back(verdict), headline, ci, 2.0, inconclusive) == kind
 
 
 def test_an_app_rerun_of_a_result_without_a_standing_headline_never_downgrades():

@@ -22,6 +22,7 @@ from forge.rulebook import (
 
 
 def test_the_rules_thresholds_are_those_their_text_states():
+    assert RULEBOOK["version"] == 2  # campaigns record it: a rule changed here changes the version and this test
     assert rule("outside_history")["threshold"] == 3 and "After 3 consecutive" in rule("outside_history")["text"]
     assert (rule("branch")["patience"], rule("branch")["min_gain"]) == (5, 0.02)
     assert "more than 2% faster" in rule("branch")["text"] and "after 5 rounds" in rule("branch")["text"]
@@ -33,12 +34,14 @@ def test_the_rulebook_is_shown_numbered_in_order():
     lines = as_text().splitlines()
     assert len(lines) == len(RULEBOOK["rules"]) == 5
     assert lines[0] == "1. Propose exactly one change per round." and lines[4].startswith("5. Consult the operator map")
+    assert rule("".join(["bra", "nch"]))["patience"] == 5  # an id read from an event: compared by value
 
 
 def test_an_admitted_rounds_improvement_is_relative_to_the_best_or_to_1x():
     assert improvement(1.5, 1.2) == pytest.approx(0.25)
     assert improvement(1.5, None) == pytest.approx(0.5)
     assert improvement(0.9, 1.0) == pytest.approx(-0.1)
+    assert improvement(2.5, None) == pytest.approx(1.5)
 
 
 @pytest.mark.parametrize("committed, to_branch, gain, improves", [
@@ -58,6 +61,9 @@ def test_the_next_proposal_leaves_the_history_after_3_non_improving_rounds(strea
 def test_an_admitted_candidate_goes_to_the_main_line_branch_or_not():
     assert line_of("admitted", "correct", 1.1, None, None) == "main"
     assert line_of("admitted", "correct", 1.1, "branch-1", 9.0) == "main"
+    # a verdict and a state read back from events are new string objects: compared by value
+    assert line_of("".join(["admit", "ted"]), "correct", 1.1, None, None) == "main"
+    assert line_of("rejected", "".join(["cor", "rect"]), 1.5, "branch-1", 1.0) == "branch-1"
 
 
 @pytest.mark.parametrize("speedup, head, line", [
@@ -72,10 +78,11 @@ def test_a_rejected_correct_candidate_becomes_the_branch_head_only_when_faster_b
 def test_a_rejected_candidate_off_a_branch_or_incorrect_is_reverted():
     assert line_of("rejected", "correct", 3.0, None, None) is None
     assert line_of("rejected", "mismatch", 3.0, "branch-1", None) is None
+    assert line_of("rejected", "compilation_failure", 3.0, "branch-1", None) is None
 
 
 @pytest.mark.parametrize("stale, rounds, budget, due", [
-    (4, 3, 10, False), (5, 3, 10, True), (0, 9, 10, False), (0, 10, 10, True), (0, 11, 10, True),
+    (4, 3, 10, False), (5, 3, 10, True), (6, 3, 10, True), (0, 9, 10, False), (0, 10, 10, True), (0, 11, 10, True),
 ])
 def test_a_branch_is_due_after_5_rounds_without_progress_or_when_the_budget_is_spent(stale, rounds, budget, due):
     assert branch_due(stale, rounds, budget) == due

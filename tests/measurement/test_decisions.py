@@ -30,6 +30,12 @@ def timing(median: float, spread: float = 0.0, *, passes: list[float] | None = N
                          timed_output_detail="" if output_ok else "pass 1, launch 4: error 0.5")
 
 
+def read_back(text: str) -> str:
+    """The same text as a new string object, as a verdict or role read back from a recorded event
+    is: a rule must compare strings by value, never by identity."""
+    return "".join(list(text))
+
+
 def no_floor() -> float:
     raise AssertionError("the copy-bandwidth floor is read only for an impossible speed's detail")
 
@@ -126,6 +132,8 @@ def test_only_the_timings_a_verdict_compares_decide_a_repeat():
     assert verdict_spread(impossible_fast, ROLES) == 0.30
     # baselines only: every one counts
     assert verdict_spread({k: v for k, v in quiet.items() if k != "candidate"}, ROLES) == 0.30
+    # roles read back from events
+    assert verdict_spread(quiet, {name: read_back(role) for name, role in ROLES.items()}) == 0.01
 
 
 def test_with_every_baseline_impossible_the_candidates_own_spread_decides():
@@ -191,8 +199,9 @@ def test_a_ci_just_above_1_admits():
 def test_the_speedup_is_the_bounds_median_over_the_candidates_and_the_ci_comes_from_the_pass_medians():
     candidate = timing(0.5, passes=[0.5, 0.5, 0.5, 0.5, 0.5])
     wide_bound = timing(1.0, passes=[0.4, 0.45, 1.0, 1.0, 1.0])  # its passes reach below the candidate's
-    reasons, _, speedup, ci = judge(candidate, bound=wide_bound)
+    reasons, detail, speedup, ci = judge(candidate, bound=wide_bound)
     assert speedup == 2.0 and ci[0] < 1.0 < ci[1] and reasons == ["not_faster_than_public_bound"]
+    assert detail == f"2.000x over pystencils 2.0 (95% CI {ci[0]:.3f}-{ci[1]:.3f})"
 
 
 @pytest.mark.parametrize("median, regresses", [(1.0199, False), (1.02, False), (1.0201, True), (0.5, False)])
@@ -253,12 +262,16 @@ def test_noise_cannot_shield_a_fall_far_below_the_standing_speedup():
     # the edge: 1.0 raised by 25% is 1.25; 1.25 / 0.98 = 1.2755...
     assert rerun_verdict([], (0.9, 1.0), 0.25, standing=1.2756)[0] == "reconfirmed"
     assert rerun_verdict([], (0.9, 1.0), 0.25, standing=1.2754)[0] == "inconclusive"
+    # exactly at the edge: 0.98 raised by 100% is 1.96, 2.0 less the band is 1.96: not below it
+    assert rerun_verdict([], (0.5, 0.98), 1.0, standing=2.0)[0] == "inconclusive"
     # a noisy re-run that found a reason is never reconfirmed by a fall below the standing speedup
     assert rerun_verdict(["impossible_speed"], (1.022, 1.071), 0.161, standing=2.666)[0] == "inconclusive"
     assert rerun_verdict([], (1.022, 1.071), 0.161, standing=None)[0] == "inconclusive"
 
 
-@pytest.mark.parametrize("upper, kind", [(1.9599, "ResultDowngraded"), (1.9601, None), (1.97, None), (1.5, "ResultDowngraded")])
+@pytest.mark.parametrize("upper, kind", [
+    (1.9599, "ResultDowngraded"), (1.96, None), (1.9601, None), (1.97, None), (1.5, "ResultDowngraded"),
+])
 def test_only_a_whole_ci_below_the_standing_value_less_2_percent_downgrades(upper, kind):
     assert revision("reconfirmed", (1.0, upper), 2.0) == kind
 
@@ -268,3 +281,5 @@ def test_only_a_reconfirmed_verdict_downgrades_and_only_a_revised_one_retracts()
     assert revision("revised", None, 2.0) == "ResultRetracted"
     assert revision("reconfirmed", None, 2.0) is None
     assert revision("reconfirmed", (1.0, 1.5), None) is None
+    assert revision(read_back("revised"), None, 2.0) == "ResultRetracted"
+    assert revision(read_back("reconfirmed"), (1.0, 1.5), 2.0) == "ResultDowngraded"
