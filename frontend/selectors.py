@@ -10,13 +10,16 @@ from __future__ import annotations
 import uuid
 from typing import Any, Iterable
 
+from django.db.models import Count, Q
+
 from appgate.models import AppRow
 from forge.models import CaseCampaign, IdeaEntry, MapCell, PerfEntry, RoundRow
-from ledger.models import Event, EventTypeCount
+from ledger.models import Event
 from ledger.records import RecordedEvent
 from measurement.models import CaseRow, OperatorResult
 
 from .models import RerunRow
+from .recorded import stamp_times, time_of_record
 
 BRANCH_EVENTS = ("BranchOpened", "BranchMerged", "BranchDropped")
 
@@ -37,15 +40,21 @@ def positions(event_ids: Iterable[str]) -> dict[str, int]:
     return {str(k): v for k, v in Event.objects.filter(event_id__in=ids).values_list("event_id", "position")} if ids else {}
 
 
-def dashboard_counts(event_types: dict[str, int] | None = None) -> dict[str, int]:
+def dashboard_counts(event_types: dict[str, int], operator_rows: list[dict]) -> dict[str, Any]:
     """Row counts of small projections; campaigns and rounds (which grow with the ledger) from
-    the event-type counts (one CampaignStarted per campaign, one RoundStarted per round), which
-    `ledger.selectors.status()` has read already: pass its `event_types`."""
-    if event_types is None:
-        event_types = dict(EventTypeCount.objects.filter(type__in=["CampaignStarted", "RoundStarted"]).values_list("type", "count"))
+    the event-type counts (one CampaignStarted per campaign, one RoundStarted per round), as
+    `ledger.selectors.status()` read them. The operator table's rows are one per (backend, case),
+    so they count both: a case of both matrices is two rows and one case."""
+    by_backend: dict[str, set[str]] = {}
+    for row in operator_rows:
+        by_backend.setdefault(row["backend"], set()).add(row["case"])
+    cases = {row["case"] for row in operator_rows}
     return {
-        "cases": CaseRow.objects.count(),
-        "operator_results": OperatorResult.objects.count(),
+        "operator_rows": len(operator_rows),
+        "rows_by_backend": {backend: len(names) for backend, names in sorted(by_backend.items())},
+        "cases": len(cases),
+        "shared_cases": sum(1 for case in cases if sum(case in names for names in by_backend.values()) > 1),
+        "operator_results": sum(1 for row in operator_rows if row["status"] != "none"),
         "applications": AppRow.objects.count(),
         "campaigns": event_types.get("CampaignStarted", 0),
         "rounds": event_types.get("RoundStarted", 0),
@@ -87,6 +96,36 @@ def forging_history(backend: str, case: str) -> dict[str, Any]:
         "map_cell": MapCell.objects.filter(key=f"{backend}|{case}").first(),
         "borrowed": [c for c in campaigns if c.borrowed_from],
     }
+
+
+# ---- campaigns -------------------------------------------------------------------------
+
+
+def campaigns() -> list[dict[str, Any]]:
+    """Every forging campaign (its CampaignStarted), newest first by time of record (imports keep
+    their own order), with how far it got: rounds run and committed, cases planned and converged.
+    Three queries whatever the number of campaigns."""
+    started = sorted((record(e) for e in Event.objects.filter(type="CampaignStarted")), key=time_of_record, reverse=True)
+    rounds = {row["campaign"]: row for row in RoundRow.objects.values("campaign").annotate(
+        rounds=Count("round"), committed=Count("round", filter=Q(status="committed")))}
+    cases = {row["campaign"]: row for row in CaseCampaign.objects.values("campaign").annotate(
+        planned=Count("key"), converged=Count("key", filter=~Q(converged="")))}
+    return [{**event.data, "position": event.position, **stamp_times(event),
+             "rounds": rounds.get(event.data["campaign"], {}).get("rounds", 0),
+             "committed": rounds.get(event.data["campaign"], {}).get("committed", 0),
+             "planned": cases.get(event.data["campaign"], {}).get("planned", 0),
+             "converged": cases.get(event.data["campaign"], {}).get("converged", 0)} for event in started]
+
+
+def campaign(campaign_id: str) -> dict[str, Any] | None:
+    """One campaign: its start and every case it planned, with its rounds, streak, best and
+    convergence (None: no such campaign)."""
+    started = Event.objects.filter(type="CampaignStarted", stream=f"campaign/{campaign_id}").order_by("position").first()
+    if started is None:
+        return None
+    event = record(started)
+    return {**event.data, "position": event.position, **stamp_times(event),
+            "cases": list(CaseCampaign.objects.filter(campaign=campaign_id).order_by("case"))}
 
 
 # ---- ablations -------------------------------------------------------------------------

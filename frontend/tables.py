@@ -250,21 +250,21 @@ def figures(speedups: list[float]) -> dict[str, Any]:
 
 def headline_figures(operators: list[dict] | None = None, applications: list[dict] | None = None) -> dict[str, Any]:
     """The dashboard's figures over the results that stand (admitted or downgraded): operator
-    speedups per backend and split by same / mixed precision of the bound, and the REAL
-    applications' all-dataset geometric means (a proxy measurement is never a headline).
-    `operators` / `applications`: the unfiltered table rows when the caller has them already."""
+    speedups per backend, and per backend split by same / mixed precision of the bound (never
+    pooled across backends: a CPU and a GPU speedup over different bounds are not one sample),
+    and the REAL applications' all-dataset geometric means (a proxy measurement is never a
+    headline). `operators` / `applications`: the unfiltered table rows when the caller has them."""
     operators = [row for row in (operator_rows() if operators is None else operators) if row["status"] in STANDING]
     apps = [row for row in (application_rows() if applications is None else applications) if row["status"] in STANDING]
     real = [row for row in apps if row["real"]]
+    by_backend = {backend: [row for row in operators if row["backend"] == backend]
+                  for backend in sorted({row["backend"] for row in operators})}
     return {
-        "operators": {
-            backend: figures([row["speedup"] for row in operators if row["backend"] == backend])
-            for backend in sorted({row["backend"] for row in operators})
-        },
-        "operators_by_precision": {
-            "same": figures([row["speedup"] for row in operators if row["same_precision"]]),
-            "mixed": figures([row["speedup"] for row in operators if row["same_precision"] is False]),
-        },
+        "operators": {backend: {
+            "all": figures([row["speedup"] for row in rows]),
+            "same": figures([row["speedup"] for row in rows if row["same_precision"]]),
+            "mixed": figures([row["speedup"] for row in rows if row["same_precision"] is False]),
+        } for backend, rows in by_backend.items()},
         "applications": {**figures([row["headline"] for row in real]), "not_real": len(apps) - len(real)},
     }
 

@@ -43,13 +43,14 @@ def plotly_js(request: HttpRequest) -> FileResponse:
 
 def dashboard(request: HttpRequest) -> HttpResponse:
     """Every number here comes from projections or an index (no COUNT over the events)."""
-    app_rows = tables.application_rows()
+    app_rows, operator_rows = tables.application_rows(), tables.operator_rows()
     apps = [row for row in app_rows if row["status"] in tables.STANDING and row["real"]]
     status = ledger_selectors.status()
     return render(request, "frontend/dashboard.html", {
         "status": status,
-        "counts": selectors.dashboard_counts(status["event_types"]),
-        "figures": tables.headline_figures(applications=app_rows),
+        "counts": selectors.dashboard_counts(status["event_types"], operator_rows),
+        "figures": tables.headline_figures(operators=operator_rows, applications=app_rows),
+        "targets": roofline.TARGETS,
         "distribution": plots.speedup_distribution([row["headline"] for row in apps]),
         "freezes": publication.freezes(),
         "recent": [selectors.record(e) for e in Event.objects.order_by("-position")[:10]],
@@ -149,6 +150,17 @@ def case_history(request: HttpRequest, backend: str, case: str) -> HttpResponse:
         raise Http404(f"no case {case} is defined and the Kernel Agent never planned it on the {backend} backend")
     return render(request, "frontend/case_history.html",
                   {"h": history, "trajectory": plots.round_trajectories(history["trajectories"])})
+
+
+def campaign_list(request: HttpRequest) -> HttpResponse:
+    return render(request, "frontend/campaigns.html", {"campaigns": selectors.campaigns()})
+
+
+def campaign_detail(request: HttpRequest, campaign: str) -> HttpResponse:
+    found = selectors.campaign(campaign)
+    if found is None:
+        raise Http404(f"no forging campaign {campaign}")
+    return render(request, "frontend/campaign.html", {"c": found})
 
 
 def application_table(request: HttpRequest) -> HttpResponse:

@@ -50,12 +50,20 @@ def iso_day() -> str:
     return timezone.now().date().isoformat()
 
 
-def test_a_fresh_clone_browses_the_h200_campaign(ledger, client):
-    call_command("seed_demo", stdout=io.StringIO())
+def test_a_fresh_clone_browses_the_h200_campaign(db, client, capsys):
+    call_command("seed_demo")
+    # Issue 19, point 5 and 9: what the seed prints is true (one case is in both matrices)
+    printed = capsys.readouterr().out
+    assert re.search(r"^ledger \S+ \(ForgeStencil Ledger\) initialised at position 1$", printed, re.M), printed
+    assert "matrix gpu: 37 cases, 36 of them new to the case table (1 defined already)" in printed
+    again = io.StringIO()
+    call_command("ledger", "init", stdout=again)
+    assert "already initialised at position 1" in again.getvalue()
     expected = standing_in_export()
     assert len(expected) == 37  # the campaigns of 2026-11-30 admitted all 37 cases; the re-run downgraded 2
     assert sum(status == "downgraded" for status, _ in expected.values()) == 2
 
+    ts8 = "diamond_ts8/512x512x512/f32"
     rows = client.get("/api/tables/operator-cases/", {"backend": "cuda", "matrix": "gpu"}).json()
     rows = rows["rows"] if isinstance(rows, dict) else rows
     assert len(rows) == 37
@@ -72,6 +80,27 @@ def test_a_fresh_clone_browses_the_h200_campaign(ledger, client):
         assert (f"{row['roofline_ceiling']:.2f}x", f"{row['flop_per_byte']:.1f} · {row['bound_class']}") == \
             (generated[case]["roofline ceiling"], generated[case]["flop/byte · class"]), case
 
+    # The dashboard: figures per backend, never the CPU and CUDA results pooled; counts that add up.
+    dashboard = client.get("/").content.decode()
+    assert "<h1>ForgeStencil Ledger</h1>" in dashboard
+    cpu_rows = client.get("/api/tables/operator-cases/", {"backend": "cpu"}).json()
+    standing = {backend: sum(r["status"] in ("admitted", "downgraded") for r in rows_)
+                for backend, rows_ in (("cpu", cpu_rows), ("cuda", rows))}
+    for backend, n in standing.items():
+        block = re.findall(rf'<tr class="backend-{backend}">(.*?)</tr>', dashboard, re.S)
+        assert len(block) == 3 and all(f"n = <strong>{n}</strong>" in cell for cell in block[:2]), block
+    assert f"n = <strong>{sum(standing.values())}</strong>" not in dashboard  # no pooled figure
+    counts = re.sub(r"\s+", " ", dashboard.split('id="operator-counts"')[1].split("</div>")[0])
+    assert f"<strong>{len(cpu_rows) + 37}</strong> rows ({len(cpu_rows)} cpu + 37 cuda)" in counts
+    assert f"{len(cpu_rows) + 36} distinct cases, 1 of them in a matrix of each backend" in counts
+
+    campaigns = client.get("/campaigns/").content.decode()
+    started = [json.loads(line)["payload"]["campaign"] for line in CAMPAIGN.read_text().splitlines()
+               if '"type":"CampaignStarted"' in line]
+    assert started and all(f'href="/campaigns/{c}/"' in campaigns for c in started)
+    one = client.get(f"/campaigns/{started[0]}/").content.decode()
+    assert f'href="/cases/cuda/{ts8}/history/"' in one and client.get("/campaigns/nope/").status_code == 404
+
     admitted = {case: speedup for case, (status, speedup) in expected.items() if status == "admitted"}
     case, speedup = max(admitted.items(), key=lambda item: item[1])
     page = client.get(f"/cases/cuda/{case}/")
@@ -82,7 +111,6 @@ def test_a_fresh_clone_browses_the_h200_campaign(ledger, client):
 
     # Issue 19: the history line of the downgraded diamond_ts8 case says when it was measured (the
     # export's own times), not when the seed imported it.
-    ts8 = "diamond_ts8/512x512x512/f32"
     events = {event["type"]: event for event in map(json.loads, CAMPAIGN.read_text().splitlines())
               if event["stream"] == f"operator/cuda/{ts8}" and event["type"] in ("GateVerdict", "ResultDowngraded")}
     days = {kind: event["recorded_at"][:10] for kind, event in events.items()}

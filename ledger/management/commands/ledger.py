@@ -12,7 +12,7 @@ from django.core.management.base import BaseCommand, CommandError
 from ledger import selectors
 from ledger.checkpoints import sign_checkpoint
 from ledger.errors import LedgerError
-from ledger.services import initialise_ledger
+from ledger.services import head, initialise_ledger
 from ledger.transfer import export_ledger, import_ledger, restore_ledger
 from ledger.trust import fingerprint
 from ledger.verification import rebuild_projections, request_verification, run_verification
@@ -55,8 +55,11 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from None
 
     def do_init(self, options) -> None:
+        fresh = head()[0] == 0  # init is idempotent: on a ledger with events it returns the existing identity
         event = initialise_ledger(options["name"], options["actor"])
-        self.stdout.write(f"ledger {event.data['ledger_id']} ({event.data['name']}) initialised at position {event.position}")
+        done = "initialised" if fresh else "already initialised"
+        self.stdout.write(f"ledger {event.data['ledger_id']} ({event.data['name']}) {done} at position {event.position}"
+                          + ("" if fresh else f" ({event.recorded_at[:19]} UTC)"))
 
     def do_status(self, options) -> None:
         self.stdout.write(json.dumps(selectors.status(), indent=2, default=str))

@@ -23,4 +23,7 @@ class Command(BaseCommand):
             added = load_matrix(options["name"], options["actor"])
         except MeasurementError as exc:
             raise CommandError(str(exc)) from None
-        self.stdout.write(f"matrix {options['name']}: {added} new cases defined")
+        total = len(matrix_cases(options["name"]))
+        # a case another matrix defined already is not new to the case table (`added` counts those)
+        self.stdout.write(f"matrix {options['name']}: {total} cases, {added} of them new to the case table"
+                          + (f" ({total - added} defined already)" if added < total else ""))
