@@ -20,6 +20,12 @@ transaction, and `append()` calls (benchmarks/ledger_bench_ratio.py); the run is
 
     .venv/bin/python benchmarks/ledger_bench.py --db postgres --append-ratio
 
+With --append-profile (PostgreSQL) it says where an append's client CPU goes: at the same size,
+plain and cProfiled appends in turns (benchmarks/ledger_bench_profile.py); the run is added to
+--profile-out (docs/benchmarks/ledger_append_profile.json):
+
+    .venv/bin/python benchmarks/ledger_bench.py --db postgres --append-profile --snapshot HEAD
+
 Every timed phase records wall time, this process's CPU time, the 1-minute load average and
 (for appends) the SQL statements issued, by kind, with the time spent inside the driver.
 
@@ -63,9 +69,10 @@ from ledger_bench_setup import (ROOT, Workload, git, database_bytes, drop_databa
 
 DEFAULT_OUT = ROOT / "docs" / "benchmarks" / "ledger.json"
 DEFAULT_RATIO_OUT = ROOT / "docs" / "benchmarks" / "ledger_append_pg.json"
+DEFAULT_PROFILE_OUT = ROOT / "docs" / "benchmarks" / "ledger_append_profile.json"
 DEFAULT_PG_URL = "postgres://postgres@127.0.0.1:5432/ledger_bench"
-BENCH_FILES = ("ledger_bench.py", "ledger_bench_measure.py", "ledger_bench_ratio.py", "ledger_bench_results.py",
-               "ledger_bench_setup.py", "pg_commit_rate.py")
+BENCH_FILES = ("ledger_bench.py", "ledger_bench_measure.py", "ledger_bench_profile.py", "ledger_bench_ratio.py",
+               "ledger_bench_results.py", "ledger_bench_setup.py", "pg_commit_rate.py")
 
 
 
@@ -112,11 +119,19 @@ def parse_args(argv=None):
     parser.add_argument("--ratio-appends", type=int, default=300,
                         help="appends per round (and as many raw and locked commits, interleaved)")
     parser.add_argument("--ratio-out", type=Path, default=DEFAULT_RATIO_OUT, help="JSON file the run is added to")
+    parser.add_argument("--append-profile", action="store_true",
+                        help="only where an append's client CPU goes (PostgreSQL, at --ratio-at events; "
+                             "benchmarks/ledger_bench_profile.py); the run is added to --profile-out")
+    parser.add_argument("--profile-rounds", type=int, default=5, help="rounds of plain and profiled appends")
+    parser.add_argument("--profile-appends", type=int, default=600, help="appends per round, plain and profiled each")
+    parser.add_argument("--profile-out", type=Path, default=DEFAULT_PROFILE_OUT, help="JSON file the profile is added to")
     args = parser.parse_args(argv)
     if not args.table and not args.db:
         parser.error("--db is required unless --table")
     if args.append_ratio and args.db != "postgres":
         parser.error("--append-ratio compares with PostgreSQL's commit rate: use --db postgres")
+    if args.append_profile and args.db != "postgres":
+        parser.error("--append-profile reads the PostgreSQL backend's CPU: use --db postgres")
     return args
 
 
@@ -139,7 +154,8 @@ def run_in_snapshot(args, command: str, argv: list[str]) -> int:
     for name in BENCH_FILES:  # this version of the bench itself
         shutil.copy2(Path(__file__).with_name(name), snap / "benchmarks" / name)
     env = dict(os.environ, LEDGER_BENCH_SNAPSHOT=commit, LEDGER_BENCH_COMMAND=command)
-    child_argv = list(argv) + ["--out", str(args.out.resolve()), "--ratio-out", str(args.ratio_out.resolve())]
+    child_argv = list(argv) + ["--out", str(args.out.resolve()), "--ratio-out", str(args.ratio_out.resolve()),
+                               "--profile-out", str(args.profile_out.resolve())]
     if args.sqlite_path:
         child_argv += ["--sqlite-path", str(Path(args.sqlite_path).resolve())]
     log(f"running against a snapshot of {args.snapshot} = {commit[:12]} in {snap}")
@@ -194,6 +210,8 @@ def main(argv=None) -> int:
             append(new)
         if args.append_ratio:
             return append_ratio(args, workload, run_id, run_facts)
+        if args.append_profile:
+            return append_profile(args, workload, run_id, run_facts)
         throughput = None
         if not args.skip_throughput:
             throughput = {
@@ -262,6 +280,18 @@ def append_ratio(args, workload: Workload, run_id: str, run_facts: dict) -> int:
         write(args.ratio_out, run_id, run)
         log(f"run added to {args.ratio_out}")
     log(json.dumps({k: result[k] for k in ("appends_per_s", "raw_commits_per_s", "ratio_appends_to_raw_commits")}))
+    return 0
+
+
+def append_profile(args, workload: Workload, run_id: str, run_facts: dict) -> int:
+    from ledger_bench_profile import profile_appends, write
+
+    fill(workload, args.ratio_at, args.batch_size, time.monotonic() + args.max_fill_minutes * 60)
+    result = profile_appends(workload, rounds=args.profile_rounds, per_round=args.profile_appends)
+    if not args.no_write:
+        write(args.profile_out, run_id, {**run_facts, "ledger_events_before": args.ratio_at, **result})
+        log(f"run added to {args.profile_out}")
+    log(json.dumps({"plain": result["plain"], "components": result["profiled"]["components"]}, indent=1))
     return 0
 
 
