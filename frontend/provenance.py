@@ -37,6 +37,7 @@ from measurement.models import OperatorResult
 from measurement.services import source_hash
 
 from .recorded import day, stamp_times
+from .signoffs import records as signoff_records
 from .tables import operator_result_key
 
 REVISIONS = ("ResultRetracted", "ResultDowngraded")
@@ -141,6 +142,7 @@ def _variants(measured: RecordedEvent, verdict: RecordedEvent, kind: str) -> lis
             "correct": variant["correctness"].get("correct"), "source_hash": variant.get("source_hash"),
             "backend_description": data["description"], "harness_version": data["harness_version"],
             "protocol": data["protocol"], "copy_bandwidth": data.get("copy_bandwidth"), "noisy": data.get("noisy", False),
+            "attempts": len(data.get("attempts") or []),
             "event_position": measured.position, "verdict_position": verdict.position, **stamp_times(measured),
         })
     return items
@@ -282,7 +284,7 @@ def operator_chain(backend: str, case: str) -> dict[str, Any]:
         "history_before": history_before,  # older entries remain below this position (None: the history is whole)
         "events": events,
         **_verification(events),
-        "signoff": signoff_state(key),
+        "signoff": signoff_state(key), "signoffs": signoff_records(key),
     }
 
 
@@ -357,7 +359,7 @@ def application_chain(app: str) -> dict[str, Any]:
         "history": history(merged, "headline"),
         "events": events,
         **_verification(events),
-        "signoff": signoff_state(result),
+        "signoff": signoff_state(result), "signoffs": signoff_records(result),
     }
 
 

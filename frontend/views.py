@@ -26,7 +26,7 @@ from ledger import selectors as ledger_selectors
 from ledger.models import Event, EventTypeCount
 from ledger.review import ReviewError
 
-from . import login_throttle, plots, provenance, publication, reruns, roofline, selectors, tables
+from . import login_throttle, plots, provenance, publication, reruns, roofline, selectors, signoffs, tables
 
 PLOTLY_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
 
@@ -134,10 +134,11 @@ def _measurement_groups(measurements: list[dict]) -> list[dict]:
         group = groups.setdefault(m["event_position"], {
             "position": m["event_position"], "kind": m["kind"], "verdict_position": m["verdict_position"],
             "description": m["backend_description"], "harness_version": m["harness_version"], "protocol": m["protocol"],
-            "copy_bandwidth": m["copy_bandwidth"], "noisy": m["noisy"], "variants": [],
+            "copy_bandwidth": m["copy_bandwidth"], "noisy": m["noisy"], "attempts": m["attempts"], "variants": [],
             "times": {"time_of_record": m["time_of_record"], "imported_at": m["imported_at"]}})
         group["variants"].append(m)
     for group in groups.values():
+        group["spreads"] = {v["variant"]: v["spread"] for v in group["variants"]}
         group["figure"] = plots.sample_distributions(
             [{"name": v["variant"], "samples": v["samples"]} for v in group["variants"] if v["samples"]],
             f"Raw samples of measurement #{group['position']} ({group['kind']})")
@@ -285,7 +286,9 @@ def sign_off(request: HttpRequest) -> HttpResponse:
     result = request.POST.get("result", "")
     try:
         _require_result(result)
-        event = review.sign_off(result, _actor(request), request.POST.get("comment", "").strip())
+        event = signoffs.sign_off(result, _actor(request), request.POST.get("comment", "").strip())
+    except signoffs.AlreadySignedOff as exc:
+        messages.warning(request, f"Not recorded again: {exc}.")
     except ReviewError as exc:
         messages.error(request, f"Sign-off refused: {exc}")
     else:

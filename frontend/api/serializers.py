@@ -104,6 +104,8 @@ class ProvenanceSerializer(serializers.Serializer):
     chain_verifies = serializers.BooleanField()
     verification = serializers.JSONField()
     signoff = SignOffStateSerializer()
+    signoffs = serializers.JSONField(help_text="every sign-off, oldest first: reviewer, version, comment, position, "
+                                               "time_of_record, imported_at")
 
 
 class RerunRequestSerializer(serializers.Serializer):

@@ -16,13 +16,13 @@ from rest_framework.response import Response
 from rest_framework.settings import api_settings
 from rest_framework.views import APIView
 
-from frontend import publication, reruns
+from frontend import publication, reruns, signoffs
 from frontend.provenance import UnknownResult, application_chain, operator_chain
 from frontend.tables import (APPLICATION_COLUMNS, OPERATOR_COLUMNS, TableQueryError, application_rows, operator_rows,
                              result_exists)
 from ledger.api.permissions import ReadableLedger
 from ledger.models import SignOff
-from ledger.review import ReviewError, retract, sign_off, signoff_state
+from ledger.review import ReviewError, retract, signoff_state
 
 from . import serializers as s
 from .renderers import CSVRenderer
@@ -235,7 +235,7 @@ class SignOffs(AuditView):
         body.is_valid(raise_exception=True)
         result = known_result(body.validated_data["result"])
         try:
-            event = sign_off(result, actor(request), body.validated_data["comment"])
+            event = signoffs.sign_off(result, actor(request), body.validated_data["comment"])
         except ReviewError as error:
             raise ValidationError({"detail": str(error)}) from None
         return Response({"position": event.position, "result": result, "state": signoff_state(result)},

@@ -15,6 +15,7 @@ from pygments.lexers import CLexer, CppLexer, DiffLexer
 from frontend.recorded import stamp_times
 from frontend.tables import BASELINE_COLUMNS, BASELINE_FAMILIES
 from ledger.review import MAX_TEXT_CHARS
+from measurement.harness.rules import REGRESSION_BAND
 
 register = template.Library()
 _plot_ids = itertools.count(1)
@@ -51,10 +52,11 @@ def _finite(value):
 
 @register.simple_tag
 def source_code(text: str | None, language: str = "c") -> SafeString:
-    """Server-side syntax highlighting with line numbers (pygments escapes the source)."""
+    """Server-side syntax highlighting with line numbers (pygments escapes the source). Leading
+    blank lines are kept (pygments drops them by default), so line n is the source's line n."""
     if not text:
         return mark_safe("")
-    return mark_safe(highlight(text, _LEXERS[language](), _FORMATTER))
+    return mark_safe(highlight(text, _LEXERS[language](stripnl=False), _FORMATTER))
 
 
 @register.simple_tag
@@ -89,6 +91,26 @@ def recorded(event) -> SafeString:
         return format_html('<time class="of-record">{}</time>', when(times["time_of_record"]))
     return format_html('<time class="of-record">{}</time> <small class="muted imported">(imported here {})</small>',
                        when(times["time_of_record"]), when(times["imported_at"]))
+
+
+@register.simple_tag
+def noise(spreads: dict | None, noisy: bool, attempts: int = 0) -> SafeString:
+    """Why a timing is noisy or not, instead of a bare badge: the variant with the widest pass
+    spread ((max - min) / median of its pass times) against the band a quiet timing stays within
+    (measurement.harness.rules.REGRESSION_BAND); a noisy timing was kept after every attempt."""
+    timed = {name: value for name, value in (spreads or {}).items() if value is not None}
+    worst = max(timed, key=timed.get) if timed else None
+    tried = f" in each of {attempts} attempts" if attempts > 1 else ""
+    if noisy and worst is not None and timed[worst] > REGRESSION_BAND:
+        return format_html('<span class="downgraded noise" title="a noisy timing cannot revise a result: a re-run '
+                           'of it is inconclusive">noisy: {} spread {} &gt; the {} band{}</span>',
+                           worst, percent(timed[worst]), percent(REGRESSION_BAND), tried)
+    if noisy:
+        return format_html('<span class="downgraded noise">noisy (as the gate recorded it)</span>')
+    if worst is None:
+        return mark_safe("")
+    return format_html('<small class="muted noise">quiet: widest spread {} ({}) within the {} band</small>',
+                       percent(timed[worst]), worst, percent(REGRESSION_BAND))
 
 
 @register.filter

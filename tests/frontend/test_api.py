@@ -99,8 +99,9 @@ def test_retraction_needs_a_reason_and_a_known_result(ledger):
 def test_two_reviewers_make_a_row_publishable_and_a_freeze_checks_it(ledger):
     register_apps(2)
     alice, bob = client_for("alice", "Reviewer"), client_for("bob", "Reviewer")
-    for client in (alice, alice):
-        assert client.post("/api/signoffs/", {"result": "app/cpu/app001"}, format="json").status_code == 201
+    assert alice.post("/api/signoffs/", {"result": "app/cpu/app001"}, format="json").status_code == 201
+    again = alice.post("/api/signoffs/", {"result": "app/cpu/app001"}, format="json")  # issue 19: not recorded twice
+    assert again.status_code == 400 and "user:alice signed off version 1 of app/cpu/app001 already" in again.json()["detail"]
     assert not client_for(None).get(APPS, {"search": "app001"}).json()[0]["publishable"]
     response = bob.post("/api/signoffs/", {"result": "app/cpu/app001", "comment": "samples look fine"}, format="json")
     assert response.status_code == 201 and response.json()["state"] == {
