@@ -1,0 +1,29 @@
+"""Issue 19, point 9: `./dev run` with its port taken stops before any work (no virtual
+environment, migration, seed or rebuild of a ledger another server is serving), saying why."""
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_dev_run_checks_its_port_before_doing_anything(tmp_path):
+    holder = socket.socket()
+    try:
+        holder.bind(("127.0.0.1", 8000))
+        holder.listen()
+    except OSError:
+        pass  # taken already (another server on this machine): busy either way
+    var = tmp_path / "var"
+    env = {**os.environ, "FORGESTENCIL_VAR_DIR": str(var), "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}"}
+    try:
+        done = subprocess.run(["sh", str(ROOT / "dev"), "run"], env=env, capture_output=True, text=True, timeout=600)
+    finally:
+        holder.close()
+    assert done.returncode == 1, done.stderr
+    assert "port 8000 on 127.0.0.1 is in use (another ./dev run?): stop that server first; nothing was done" in done.stderr
+    assert not var.exists() and not (tmp_path / "db.sqlite3").exists()  # no migration, no seed
+    assert "installing" not in done.stderr and done.stdout == ""
