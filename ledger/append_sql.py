@@ -10,7 +10,7 @@ exactly what the ORM would write and read.
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Iterator, Sequence
 
 from django.db import DEFAULT_DB_ALIAS, connections, models
 
@@ -33,16 +33,19 @@ class Session:
         self.connection = connections[DEFAULT_DB_ALIAS]
         self.postgres = self.connection.vendor == "postgresql"
         self.writer = None
+        self.binding_cursor = None
 
     def cursor(self):
         connection = self.connection
         if not self.postgres:
             return connection.cursor()
-        from django.db.backends.postgresql.base import ServerBindingCursor
+        if self.binding_cursor is None:  # what Django checks before any cursor, once a session
+            from django.db.backends.postgresql.base import ServerBindingCursor
 
-        connection.ensure_connection()
-        connection.validate_thread_sharing()
-        raw = ServerBindingCursor(connection.connection)
+            connection.ensure_connection()
+            connection.validate_thread_sharing()
+            self.binding_cursor = ServerBindingCursor
+        raw = self.binding_cursor(connection.connection)
         return connection.make_debug_cursor(raw) if connection.queries_logged else connection.make_cursor(raw)
 
     def read(self, sql: str, params: Sequence[Any]):
@@ -55,8 +58,11 @@ class Session:
     def write(self, sql: str, params: Sequence[Any]) -> None:
         self._writer().execute(sql, params)
 
-    def write_many(self, sql: str, params: Iterable[Sequence[Any]]) -> None:
-        self._writer().executemany(sql, params)
+    def write_many(self, sql: str, params: Sequence[Sequence[Any]]) -> None:
+        if len(params) == 1:  # executemany's own bookkeeping costs more than the one statement
+            self.write(sql, params[0])
+        else:
+            self._writer().executemany(sql, params)
 
     def written_rows(self) -> int:
         """Rows changed by the last write (once a pipeline has delivered it)."""
@@ -108,6 +114,8 @@ class ModelSQL:
             column = field.get_col(meta.db_table)
             converters = connection.ops.get_db_converters(column) + column.get_db_converters(connection)
             self.readers.append((field.attname, column, converters))
+        # bound once: three attribute lookups per column and row otherwise
+        self.writers = [(field.attname, field.get_db_prep_save, field.get_default) for field in self.fields]
 
     def select_by_pk(self, count: int) -> str:
         return f"SELECT {self.columns} FROM {self.table} WHERE {self.pk_column} IN ({', '.join(['%s'] * count)})"
@@ -117,10 +125,7 @@ class ModelSQL:
 
     def params(self, row: Row, connection) -> list[Any]:
         """A row (attname -> value) as the INSERT's parameters; missing fields take their default."""
-        return [
-            field.get_db_prep_save(row[field.attname] if field.attname in row else field.get_default(), connection)
-            for field in self.fields
-        ]
+        return [prepare(row[name] if name in row else default(), connection) for name, prepare, default in self.writers]
 
     def row(self, values: Sequence[Any], connection) -> Row:
         """A fetched row as `.values()` would give it."""
