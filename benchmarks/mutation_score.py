@@ -239,7 +239,7 @@ def summarise(module: str, lines: list, source: list[str], complete: bool, tests
             line = source[mutation["start_pos"][0] - 1].strip()
             reason = EQUIVALENT.get((module, mutation["operator_name"], line))
             survivors.append({"operator": mutation["operator_name"], "occurrence": mutation["occurrence"],
-                              "line": mutation["start_pos"][0], "source": line, "diff": "\n".join(result["diff"]),
+                              "line": mutation["start_pos"][0], "source": line, "diff": result["diff"],
                               "equivalent_because": reason})
     run = counts["killed"] + counts["survived"]
     return {"module": module, "tests": tests, "complete": complete, **counts,

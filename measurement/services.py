@@ -274,7 +274,7 @@ def record_verdict(report: MeasurementReport, key: str, actor: str, hypothesis: 
                    decide: Decide | None = None) -> GateOutcome:
     """Judge the candidate and record the evidence and the verdict in one transaction. A gate run
     admits or rejects; a re-run (`revises`: the verdict it re-checks) lets `decide` name its
-    verdict and why it is inconclusive, if it is (measurement.reruns.rerun_verdict)."""
+    verdict and why it is inconclusive, if it is (measurement.decisions.rerun_verdict)."""
     candidate = report.variants["candidate"]
     reasons, detail, speedup, ci = _candidate_reasons(report, candidate)
     verdict, inconclusive = decide(report, reasons, ci) if decide else ("rejected" if reasons else "admitted", "")

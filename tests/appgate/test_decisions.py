@@ -148,6 +148,7 @@ def test_a_whole_hotspot_has_no_amdahl_limit_and_no_clocks_no_bounds():
 def test_the_spread_of_a_variants_passes():
     assert spread([2.0, 2.2, 1.8]) == pytest.approx(0.2)
     assert spread([1.0, 3.0, 2.0]) == 1.0 and spread([1.0, 3.0]) == 1.0  # (max - min) / median
+    assert spread([0.5, 0.6, 0.4]) == pytest.approx(0.4)  # runs shorter than a second
     assert spread([1.0]) is None and spread([0.0, 0.0]) is None
     assert geomean([2.0, 8.0]) == pytest.approx(4.0)
 
