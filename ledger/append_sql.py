@@ -117,8 +117,7 @@ class ModelSQL:
         # bound once: three attribute lookups per column and row otherwise
         self.writers = [(field.attname, field.get_db_prep_save, field.get_default) for field in self.fields]
 
-    def select_by_pk(self, count: int) -> str:
-        return f"SELECT {self.columns} FROM {self.table} WHERE {self.pk_column} IN ({', '.join(['%s'] * count)})"
+        self.nulls = ", ".join(f"CAST(NULL AS {field.cast_db_type(connection)})" for field in self.fields)
 
     def pk_params(self, keys: Sequence[Any], connection) -> list[Any]:
         return [self.pk.get_db_prep_value(key, connection) for key in keys]
@@ -135,6 +134,20 @@ class ModelSQL:
                 value = convert(value, column, connection)
             row[attname] = value
         return row
+
+
+def select_by_pks(tables: Sequence[tuple[ModelSQL, int]]) -> str:
+    """One SELECT of rows by primary key from several tables (each with its number of keys), so
+    that one statement reads every projection row an append touches instead of one statement a
+    table: the statement count is what an append's client CPU follows
+    (docs/ledger_benchmarks.md). Each table's branch starts with its number in `tables`, then
+    fills its own columns and, typed, NULL for every other table's; the columns are the
+    tables' own, so rows read this way are converted exactly as a one-table read would be."""
+    branches = []
+    for number, (sql, count) in enumerate(tables):
+        columns = ", ".join(other.columns if index == number else other.nulls for index, (other, _) in enumerate(tables))
+        branches.append(f"SELECT {number}, {columns} FROM {sql.table} WHERE {sql.pk_column} IN ({', '.join(['%s'] * count)})")
+    return " UNION ALL ".join(branches)
 
 
 _built: dict[tuple[type[models.Model], str], ModelSQL] = {}

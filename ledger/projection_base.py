@@ -6,11 +6,12 @@ projection's table inside the append transaction; the scratch store is a dict, u
 """
 from __future__ import annotations
 
-from typing import Any, ClassVar, Iterable, Protocol
+from itertools import accumulate
+from typing import Any, ClassVar, Iterable, Protocol, Sequence
 
 from django.db import models
 
-from .append_sql import Session
+from .append_sql import Session, select_by_pks
 from .records import RecordedEvent
 
 Row = dict[str, Any]
@@ -37,10 +38,9 @@ class MemoryRows:
 class TableRows:
     """Live rows of one projection table during one append batch.
 
-    Rows are read once (all keys of the batch in one statement where the projection names
-    them), changed in memory, and written back at `flush` with one upsert statement run for
-    every changed row. Reads are issued by `request` and collected by `receive`, so the reads
-    of all tables of a batch share one round trip when the session is pipelined.
+    Rows are read once (`read_rows`: the keys of every table of a batch in one statement),
+    changed in memory, and written back at `flush` with one upsert statement run for every
+    changed row.
     """
 
     def __init__(self, model: type[models.Model], key_field: str, session: Session) -> None:
@@ -49,28 +49,10 @@ class TableRows:
         self.key_field = key_field
         self.cache: dict[Any, Row | None] = {}
         self.dirty: dict[Any, Row] = {}
-        self.pending: list[tuple[Any, list[Any]]] = []
-
-    def request(self, keys: Iterable[Any]) -> None:
-        """Issue the SELECTs for the keys not read yet; `receive` collects their rows."""
-        missing = list({key for key in keys if key not in self.cache})
-        for start in range(0, len(missing), 500):
-            chunk = missing[start : start + 500]
-            params = self.sql.pk_params(chunk, self.session.connection)
-            self.pending.append((self.session.read(self.sql.select_by_pk(len(chunk)), params), chunk))
-
-    def receive(self) -> None:
-        connection = self.session.connection
-        for cursor, chunk in self.pending:
-            with cursor:
-                found = {row[self.key_field]: row for row in (self.sql.row(v, connection) for v in cursor.fetchall())}
-            self.cache.update((key, found.get(key)) for key in chunk)
-        self.pending.clear()
 
     def get(self, key: Any) -> Row | None:
         if key not in self.cache:  # a projection without `key`: read now, one statement
-            self.request([key])
-            self.receive()
+            read_rows(self.session, [(self, [key])])
         row = self.cache[key]
         return dict(row) if row is not None else None
 
@@ -86,6 +68,32 @@ class TableRows:
             params = [self.sql.params({self.key_field: key, **row}, connection) for key, row in self.dirty.items()]
             self.session.write_many(self.sql.upsert, params)
         self.dirty.clear()
+
+
+def read_rows(session: Session, tables: Sequence[tuple[TableRows, Iterable[Any]]]) -> None:
+    """Read the rows of the keys not read yet, of all these tables in one statement (one per
+    500 keys of a table). The statements are all issued before any is fetched, so they share
+    one round trip when the session is pipelined."""
+    connection = session.connection
+    missing = [(rows, list({key for key in keys if key not in rows.cache})) for rows, keys in tables]
+    missing = [(rows, keys) for rows, keys in missing if keys]
+    reads = []
+    for start in range(0, max((len(keys) for _, keys in missing), default=0), 500):
+        part = [(rows, keys[start : start + 500]) for rows, keys in missing if keys[start : start + 500]]
+        params = [value for rows, chunk in part for value in rows.sql.pk_params(chunk, connection)]
+        reads.append((session.read(select_by_pks([(rows.sql, len(chunk)) for rows, chunk in part]), params), part))
+    for cursor, part in reads:
+        with cursor:
+            fetched = cursor.fetchall()
+        offsets = list(accumulate((len(rows.sql.fields) for rows, _ in part), initial=1))
+        found: list[dict[Any, Row]] = [{} for _ in part]
+        for values in fetched:
+            number = values[0]
+            rows = part[number][0]
+            row = rows.sql.row(values[offsets[number] : offsets[number + 1]], connection)
+            found[number][row[rows.key_field]] = row
+        for (rows, chunk), rows_found in zip(part, found):
+            rows.cache.update((key, rows_found.get(key)) for key in chunk)
 
 
 class Projection:

@@ -20,7 +20,7 @@ from .append_sql import Session
 from .canonical import GENESIS_HASH, chain_hash, event_body
 from .errors import ConcurrencyError, IdempotencyConflict, LedgerError
 from .models import Event, ProjectionState
-from .projection_base import TableRows, registered
+from .projection_base import TableRows, read_rows, registered
 from .records import RecordedEvent
 
 CHAIN_LOCK_KEY = 0x466F726765  # arbitrary, fixed: "Forge"
@@ -236,18 +236,16 @@ def _insert(session: Session, events: list[RecordedEvent]) -> None:
 
 
 def _project(session: Session, events: list[RecordedEvent]) -> None:
-    """Apply the events to every projection that wants them: the rows they touch are requested
-    for all projections before any is read (one round trip when pipelined), then applied in
-    memory and written back, and every projection's position moves to the last event."""
+    """Apply the events to every projection that wants them: the rows they touch, of all
+    projections, are read in one statement, then changed in memory and written back, and every
+    projection's position moves to the last event."""
     work = []
     for projection in registered():
         wanted = [event for event in events if projection.wants(event)]
         if wanted:
-            rows = TableRows(projection.model, projection.key_field, session)
-            rows.request(key for key in (projection.key(event) for event in wanted) if key is not None)
-            work.append((projection, wanted, rows))
-    for _, _, rows in work:
-        rows.receive()
+            work.append((projection, wanted, TableRows(projection.model, projection.key_field, session)))
+    read_rows(session, [(rows, [key for key in map(projection.key, wanted) if key is not None])
+                        for projection, wanted, rows in work])
     for projection, wanted, rows in work:
         for event in wanted:
             projection.apply(event, rows)

@@ -1,5 +1,6 @@
 import re
 import uuid
+from pathlib import Path
 
 import pytest
 from django.db import connection
@@ -10,9 +11,14 @@ from ledger.canonical import GENESIS_HASH, canonical_json, chain_hash, event_bod
 from ledger.errors import ConcurrencyError, IdempotencyConflict, InvalidPayload, LedgerError, UnknownEventType
 from ledger.event_types import Payload, event_type
 from ledger.models import Event, EventTypeCount, ProjectionState, ResultStatus, SignOff, StreamHead
-from ledger.projection_base import registered
+from ledger.append_sql import Session
+from ledger.projection_base import TableRows, read_rows, registered
 from ledger.services import NewEvent, append, append_many, head
+from ledger.transfer import import_ledger
+from ledger.verification import verify_ledger
 from tests.conftest import downgrade
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_first_event_starts_the_chain_and_hash_covers_the_canonical_body(ledger):
@@ -151,25 +157,28 @@ def test_a_new_schema_version_needs_an_upcaster():
 
 
 def _statements(captured) -> list[str]:
-    """Each captured statement as 'VERB table' (savepoints of the test's own transaction left out)."""
+    """Each captured statement as 'VERB table…' (every table a SELECT reads, in order; savepoints
+    of the test's own transaction left out)."""
     kinds = []
     for query in captured.captured_queries:
         sql = re.sub(r"^\d+ times: ", "", query["sql"])  # how Django logs an executemany
         if sql.startswith(("SAVEPOINT", "RELEASE SAVEPOINT", "BEGIN", "COMMIT")):
             continue
-        table = re.search(r'\b(?:FROM|INTO|UPDATE)\s+"?([a-z_][a-z0-9_]*)', sql)
-        kinds.append("SELECT pg_advisory_xact_lock" if "pg_advisory_xact_lock" in sql
-                     else f"{sql.split()[0].upper()} {table.group(1) if table else ''}")
+        verb = sql.split()[0].upper()
+        pattern = r'\bFROM\s+"?([a-z_][a-z0-9_]*)' if verb == "SELECT" else r'\b(?:INTO|UPDATE)\s+"?([a-z_][a-z0-9_]*)'
+        tables = list(dict.fromkeys(re.findall(pattern, sql)))[: None if verb == "SELECT" else 1]
+        kinds.append("SELECT pg_advisory_xact_lock" if "pg_advisory_xact_lock" in sql else " ".join([verb, *tables]))
     return kinds
 
 
 def _expected_statements(event_type: str) -> list[str]:
     """The append's statements: the lock (PostgreSQL), the chain head with the stream versions,
-    the event INSERT, one read per projection subscribed to the type, one upsert per projection
-    that writes a row (every subscriber, for the events below), the projection positions."""
+    the event INSERT, one read of the rows of every projection subscribed to the type, one upsert
+    per projection that writes a row (every subscriber, for the events below), the projection
+    positions."""
     subscribed = [p.model._meta.db_table for p in registered() if p.handles is None or event_type in p.handles]
     lock = ["SELECT pg_advisory_xact_lock"] if connection.vendor == "postgresql" else []
-    return (lock + ["SELECT ledger_event", "INSERT ledger_event"] + [f"SELECT {t}" for t in subscribed]
+    return (lock + ["SELECT ledger_event", "INSERT ledger_event", " ".join(["SELECT", *subscribed])]
             + [f"INSERT {t}" for t in subscribed] + ["UPDATE ledger_projectionstate"])
 
 
@@ -192,3 +201,20 @@ def test_a_batch_issues_the_statements_of_one_append(ledger):
         append_many([_signoff(f"case/{n}", "alice") for n in range(40)])
     assert _statements(captured) == _expected_statements("AuditSignedOff")
     assert StreamHead.objects.filter(stream__startswith="case/").count() == 40
+
+
+def test_one_read_of_many_projection_tables_gives_the_rows_the_orm_gives(ledger):
+    """`read_rows` reads several tables in one statement, every other table's columns NULL and
+    typed: each row must come back as `.values()` gives it (JSON, floats, booleans, dates)."""
+    for name in ("docs/benchmarks/appgate_cpu.jsonl", "docs/benchmarks/forge_h200_levers.jsonl"):
+        import_ledger(ROOT / name, "user:importer")
+    session = Session()
+    tables = [(TableRows(p.model, p.key_field, session), p.live_rows()) for p in registered()]
+    assert sum(bool(live) for _, live in tables) >= 12  # rows in most projections, of every column type
+    absent = {rows: -1 if rows.sql.pk.get_internal_type().endswith("IntegerField") else "absent" for rows, _ in tables}
+    with CaptureQueriesContext(connection) as captured:
+        read_rows(session, [(rows, [*live, absent[rows]]) for rows, live in tables])
+    assert len(captured.captured_queries) == 1
+    for rows, live in tables:
+        assert rows.cache == {**live, absent[rows]: None}
+    assert verify_ledger().ok
