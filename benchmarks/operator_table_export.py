@@ -41,6 +41,16 @@ class Result:
     def payload(self) -> dict:
         return self.verdict["payload"] if self.verdict else {}
 
+    @property
+    def bound(self) -> dict:
+        """The bound the standing speedup is over: the latest downgrade's own measurement
+        (ResultDowngraded v2 `measured`) where there is one, else the admitting verdict's."""
+        for revision in reversed(self.revisions):
+            measured = revision["payload"].get("measured")
+            if revision["type"] == "ResultDowngraded" and measured and measured.get("bound"):
+                return measured["bound"]
+        return self.payload.get("bound") or {}
+
 
 def default_backend(events: list[dict]) -> str:
     for e in reversed(events):

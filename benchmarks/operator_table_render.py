@@ -84,7 +84,7 @@ def case_table(export: Export, mach: Machine) -> list[str]:
         "that the same timing child measured. `× baseline`: that baseline's median / the candidate's median, both from that "
         "same CandidateMeasured (a precision in brackets where the baseline computes in another precision than the case; "
         "✗ = not usable). Over the bound: the gate's speedup over the fastest usable baseline with its 95% bootstrap CI. "
-        "Roofline ceiling: the bound's median / the roofline time (compulsory bytes at that run's copy bandwidth or "
+        "Roofline ceiling: the median of the bound the standing speedup is over (for a downgraded row, the re-run's) / the roofline time (compulsory bytes at that run's copy bandwidth or "
         "CaseDefined flops at the FP32 peak, whichever is longer), the most any kernel could gain over that bound. "
         "flop/byte: CaseDefined flops / compulsory bytes, against the machine balance of the summary.",
         "",

@@ -58,10 +58,11 @@ def roofline_ceiling(export: Export, mach: Machine, case: str, result: "Result")
     """The speedup over the measured bound that a kernel would reach at the roofline: the
     compulsory bytes at the copy bandwidth measured in the admitting run, or the CaseDefined
     flops at the FP32 peak, whichever takes longer. It says how far a target is reachable at all
-    over this bound on this machine, before any kernel is judged against it."""
+    over this bound on this machine, before any kernel is judged against it. The bound is the one
+    the standing speedup is over (a downgrade's re-measured bound; the audit page does the same)."""
     d = export.defined.get(case)
     p = result.payload if result.verdict is not None else {}
-    bound = (p.get("bound") or {}).get("median")
+    bound = result.bound.get("median") if result.verdict is not None else None
     copy = export.by_id.get(p.get("measurement") or "", {}).get("payload", {}).get("copy_bandwidth")
     if not (d and bound and copy):
         return None
