@@ -99,7 +99,7 @@ def shares(stats: pstats.Stats, appends: int) -> dict:
     rows = []
     for (path, line, name), (_, calls, own, cumulative, callers) in stats.stats.items():
         # a C function ("~") is charged to its callers' components, as much as each caused
-        charged = [(caller[0], c_own, c_calls) for caller, (_, c_calls, c_own, _) in callers.items()] if path == "~" else []
+        charged = [(caller[0], part, count) for caller, (_, count, part, _) in callers.items()] if path == "~" else []
         for where, part, count in charged or [(path, own, calls)]:
             entry = by_component.setdefault(component(where), [0.0, 0])
             entry[0] += part

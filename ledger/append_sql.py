@@ -145,8 +145,9 @@ def select_by_pks(tables: Sequence[tuple[ModelSQL, int]]) -> str:
     tables' own, so rows read this way are converted exactly as a one-table read would be."""
     branches = []
     for number, (sql, count) in enumerate(tables):
-        columns = ", ".join(other.columns if index == number else other.nulls for index, (other, _) in enumerate(tables))
-        branches.append(f"SELECT {number}, {columns} FROM {sql.table} WHERE {sql.pk_column} IN ({', '.join(['%s'] * count)})")
+        columns = ", ".join(each.columns if index == number else each.nulls for index, (each, _) in enumerate(tables))
+        keys = ", ".join(["%s"] * count)
+        branches.append(f"SELECT {number}, {columns} FROM {sql.table} WHERE {sql.pk_column} IN ({keys})")
     return " UNION ALL ".join(branches)
 
 
