@@ -14,6 +14,13 @@ It needs Django and an initialised ledger: it sets FORGESTENCIL_VAR_DIR to a fre
 folder (benchmarks/scratch_ledger.py), runs `manage.py migrate` and `ledger.services.initialise_ledger`,
 and records every BaselinesMeasured event there (the ledger itself is thrown away).
 
+The committed docs/benchmarks/baselines_h200.{json,md} are no longer this script's: they are read
+from the H200 re-gate's events (benchmarks/baselines_from_export.py), where every baseline was
+timed in the same measurement as the standing kernel. This script writes the same schema
+(baselines_entry.py) and table (baselines_table.py) for a fresh run of the baselines alone; a
+device run would replace those files only on purpose. --resume refuses a JSON read from an
+export (it holds every case, so nothing would be measured).
+
 On the device machine (docs/gpu.md), in one call of at most 10 minutes; with --deadline the
 script starts no case it expects to overrun, writes the JSON after every case, and a second
 call with --resume finishes the rest:
@@ -22,6 +29,7 @@ call with --resume finishes the rest:
     run(carry=["device_wheels"], command=
       "source scripts/device_env.sh && python3 benchmarks/baselines_matrix.py --deadline 540 \\
          --out $OUT/baselines_h200.json")
+    cp <files_at>/baselines_h200.json docs/benchmarks/baselines_h200.json
     run(carry=["device_wheels"], command=
       "source scripts/device_env.sh && python3 benchmarks/baselines_matrix.py --deadline 540 \\
          --resume docs/benchmarks/baselines_h200.json --out $OUT/baselines_h200.json")
@@ -36,21 +44,23 @@ import argparse
 import json
 import os
 import shlex
-import statistics
 import sys
 import time
 import traceback
 from datetime import datetime, timezone
 from pathlib import Path
 
-import scratch_ledger
-
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(1, str(ROOT))  # the ledger and measurement packages; this folder is sys.path[0] when run as a script
+
+import scratch_ledger  # noqa: E402
+from baselines_entry import case_entry  # noqa: E402
+from baselines_table import table  # noqa: E402
+
 MATRIX = ROOT / "fixtures" / "matrices" / "gpu.json"
 DEFAULT_JSON = ROOT / "docs" / "benchmarks" / "baselines_h200.json"
 REPEAT_CASE = "star_1/512x512x512/f32"
 ACTOR = "user:baselines-benchmark"
-BASELINE_ORDER = ["straightforward", "cupyx.ndimage", "pystencils", "torch.conv"]
 # Timeouts shorter than the service defaults (300 s / 900 s) so that one stuck baseline cannot
 # eat a whole 10-minute device call; the measurement settings are the canonical ones.
 CHECK_TIMEOUT_S = 150.0
@@ -96,72 +106,10 @@ def protocol():
     return ProtocolSettings(**{**base.__dict__, "check_timeout": CHECK_TIMEOUT_S, "timing_timeout": TIMING_TIMEOUT_S})
 
 
-def _finite(value):
-    return value if isinstance(value, (int, float)) and value == value and abs(value) != float("inf") else None
-
-
-def _env_summary(state: dict | None) -> dict | None:
-    if not state:
-        return None
-    gpu = state.get("gpu") or {}
-    return {
-        "idle": state.get("idle"),
-        "other_compute_processes": state.get("other_compute_processes"),
-        "sm_mhz": gpu.get("clocks.sm"),
-        "mem_mhz": gpu.get("clocks.mem"),
-        "temperature_c": gpu.get("temperature.gpu"),
-        "power_w": gpu.get("power.draw"),
-        "throttle": gpu.get("clocks_event_reasons.active") or gpu.get("clocks_throttle_reasons.active"),
-        "utilization": gpu.get("utilization.gpu"),
-    }
-
-
 def summarise(report, wall: float) -> dict:
     case = report.case
-    variants = []
-    for item in report.variants.values():
-        timing = item.timing
-        errors = [c.error for c in item.correctness.checks if c.error is not None]
-        variants.append({
-            "name": item.variant.name,
-            "role": item.variant.role,
-            "precision": item.precision,
-            "correct": item.correctness.correct,
-            "reason": item.correctness.reason,
-            "detail": item.correctness.detail[:500],
-            "usable": item.usable,
-            "max_check_error": _finite(max(errors)) if errors else None,
-            "median_s": timing.median if timing else None,
-            "pass_medians_s": timing.pass_medians if timing else None,
-            "spread": timing.spread if timing else None,
-            "fraction_of_copy": timing.fraction_of_copy if timing else None,
-            "effective_bandwidth": timing.achieved_bandwidth if timing else None,
-            "gflops": timing.gflops if timing else None,
-            "impossible": timing.impossible if timing else None,
-            "timed_output_error": _finite(timing.timed_output_error) if timing else None,
-        })
-    bound = report.bound
-    return {
-        "case": case.id,
-        "compulsory_bytes": case.compulsory_bytes,
-        "flops": case.flops,
-        "copy_bandwidth": report.copy_bandwidth,
-        "bound": None if bound is None else {
-            "name": bound.variant.name,
-            "precision": bound.precision,
-            "median_s": bound.timing.median,
-            "fraction_of_copy": bound.timing.fraction_of_copy,
-            "effective_bandwidth": bound.timing.achieved_bandwidth,
-        },
-        "noisy": report.noisy,
-        "attempts": report.attempts,
-        "variants": variants,
-        "environment": {
-            "before": _env_summary(report.environment.get("before")),
-            "after": _env_summary(report.environment.get("after")),
-        },
-        "wall_seconds": round(wall, 1),
-    }
+    entry = case_entry(report.evidence(), compulsory_bytes=case.compulsory_bytes, flops=case.flops)
+    return entry | {"wall_seconds": round(wall, 1)}
 
 
 def measure_case(case_id: str, settings) -> dict:
@@ -232,6 +180,9 @@ def run(options) -> int:
     data: dict = {}
     if options.resume and Path(options.resume).is_file():
         data = json.loads(Path(options.resume).read_text())
+        if "source" in data:
+            raise SystemExit(f"{options.resume} was read from a ledger export ({data['source']['export']}), not measured "
+                             "by this script: resume from the JSON of this script's previous call")
         log(f"resuming from {options.resume}: {len(data.get('cases', {}))} cases done")
     setup_django()
     from measurement.harness.plan import harness_version
@@ -300,107 +251,6 @@ def one_line(result: dict) -> str:
             parts.append(f"{v['name']} {v['reason']}")
     copy = result.get("copy_bandwidth")
     return "; ".join(parts) + (f"; copy {copy / 1e12:.2f} TB/s" if copy else "") + f"; {result['wall_seconds']} s"
-
-
-# ---------------------------------------------------------------- the markdown table
-
-
-def _cell(v: dict | None) -> str:
-    if v is None:
-        return "–"
-    if v.get("median_s") is None:
-        return f"✗ {v.get('reason') or 'not timed'}"
-    text = f"{v['median_s'] * 1e3:.3f} ms · {v['fraction_of_copy']:.0%}"
-    if v["precision"] and v.get("_case_precision") and v["precision"] != v["_case_precision"]:
-        text += f" ({v['precision']})"
-    if not v["usable"]:
-        text += " ✗"
-    return text
-
-
-def _runs(data: dict) -> list[str]:
-    """Where the numbers came from: each device call (part) and the GPU state around each case."""
-    measured = [r for r in data.get("cases", {}).values() if "error" not in r]
-    lines = [
-        "# CUDA baselines of the GPU matrix on an NVIDIA H200",
-        "",
-        "Generated by `.venv/bin/python benchmarks/baselines_matrix.py --table > docs/benchmarks/baselines_h200.md` "
-        "from [baselines_h200.json](baselines_h200.json), which came back from the device machine "
-        "(`source scripts/device_env.sh && python3 benchmarks/baselines_matrix.py ...`, docs/gpu.md). "
-        f"**Coverage: {len(measured)} of the {len(data.get('matrix_order') or [])} cases**, measured in these calls:",
-        "",
-        "| started (UTC) | finished | harness version | cases | wall | command |",
-        "|---|---|---|---|---|---|",
-    ]
-    for part in data.get("parts", []):
-        if not part.get("cases"):
-            continue
-        lines.append(
-            f"| {part['started'][:16].replace('T', ' ')} | {(part.get('finished') or '?')[11:16]} | `{part['harness_version'][:12]}` "
-            f"| {len(part['cases'])} | {part.get('wall_seconds', 0):.0f} s | `{part['command']}` |"
-        )
-    after = [r["environment"]["after"] for r in measured if r.get("environment")]
-    before = [r["environment"]["before"] for r in measured if r.get("environment")]
-    if after:
-        clocks = [e["sm_mhz"] for e in after if e.get("sm_mhz")]
-        throttles = sorted({e.get("throttle") for e in after if e.get("throttle")})
-        lines += [
-            "",
-            f"GPU state ({len(after)} cases with a record): idle with no other compute process before "
-            f"{sum(1 for e in before if e.get('idle'))} of {len(before)} cases; SM clock right after timing "
-            f"{min(clocks):.0f}–{max(clocks):.0f} MHz; throttle reasons after timing: {', '.join(throttles)}.",
-        ]
-    return lines + [""]
-
-
-def table(data: dict) -> str:
-    device = data.get("device", {})
-    lines = _runs(data) + [
-        f"Device: {device.get('device', '?')} (CC {device.get('compute_capability', '?')}, {device.get('sm_count', '?')} SMs, "
-        f"L2 {int(device.get('l2_bytes') or 0) // 2**20} MiB), driver {device.get('nvidia_driver') or device.get('driver_version', '?')}, "
-        f"CUDA runtime {device.get('runtime_version', '?')}, NVRTC {device.get('nvrtc_version', '?')}, CuPy {device.get('cupy', '?')}, "
-        f"torch {device.get('torch', '?')}, pystencils {device.get('pystencils', '?')}.",
-        "",
-        "Each cell: median of the 7 pass medians (10 L2-flushed launches each) · effective bandwidth (compulsory bytes / median) "
-        "as a fraction of the copy bandwidth measured in the same timing child; a precision in brackets where the baseline "
-        "computes in another precision than the case's; ✗ = not usable (with the reason where it failed a check). "
-        "Bound = fastest usable baseline.",
-        "",
-        "| case | copy BW | straightforward | cupyx.ndimage | pystencils | torch.conv | bound | bound % copy | max spread |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
-    order = data.get("matrix_order") or list(data.get("cases", {}))
-    for case_id in order:
-        result = data.get("cases", {}).get(case_id)
-        if result is None:
-            lines.append(f"| {case_id} | not measured | | | | | | | |")
-            continue
-        if "error" in result:
-            lines.append(f"| {case_id} | error: {result['error'][:80]} | | | | | | | |")
-            continue
-        precision = case_id.rsplit("/", 1)[-1]
-        by_name = {v["name"]: {**v, "_case_precision": precision} for v in result["variants"]}
-        spreads = [v["spread"] for v in result["variants"] if v.get("spread") is not None]
-        bound = result.get("bound")
-        lines.append(
-            f"| {case_id} | {result['copy_bandwidth'] / 1e12:.2f} TB/s | "
-            + " | ".join(_cell(by_name.get(name)) for name in BASELINE_ORDER)
-            + (f" | {bound['name']} ({bound['precision']}) | {bound['fraction_of_copy']:.0%}" if bound else " | none | –")
-            + f" | {max(spreads):.1%}{' (noisy)' if result.get('noisy') else ''} |"
-        )
-    repeat = data.get("repeatability")
-    if repeat:
-        lines += [
-            "",
-            f"Repeatability ({repeat['case']}, the straightforward kernel timed twice in one session as two variants with "
-            f"identical source): medians {repeat['medians_s'][0] * 1e3:.4f} ms and {repeat['medians_s'][1] * 1e3:.4f} ms, "
-            f"difference {repeat['difference']:.2%} (target ≤ {repeat['target']:.0%}).",
-        ]
-    copies = [r["copy_bandwidth"] for r in data.get("cases", {}).values() if r.get("copy_bandwidth")]
-    if copies:
-        lines += ["", f"Copy bandwidth over the cases: median {statistics.median(copies) / 1e12:.2f} TB/s, "
-                      f"range {min(copies) / 1e12:.2f}–{max(copies) / 1e12:.2f} TB/s (read + write bytes, fastest of 20 flushed copies)."]
-    return "\n".join(lines)
 
 
 def main() -> int:
