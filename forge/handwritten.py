@@ -6,9 +6,10 @@ are written by a person, per case, around one design that kernelgen does not hav
 * **16-byte rows.** Each thread owns V consecutive x points (V = NV x 16 bytes: 4 float, 2 double
   or 8 half per vector) and reads each row of its footprint as whole 16-byte vectors, the halo
   in x as the two neighbouring aligned vectors (L1 hits: they are the neighbours' rows), so a
-  warp issues a quarter (f32) to an eighth (f16) of the straightforward kernel's loads. The
-  straightforward f16 kernel moves 2 bytes per load, which is why it reaches 14-29% of the copy
-  bandwidth (docs/benchmarks/baselines_h200.md).
+  warp issues a quarter (f32) to an eighth (f16) of the straightforward kernel's loads. The old
+  scalar f16 straightforward kernel moved 2 bytes per load (4-38% of the copy bandwidth, column
+  `straightforward_f16_scalar` of docs/benchmarks/baselines_h200.md); the fair one that bounds
+  f16 cases now moves 8 bytes per load.
 * **Plane sums into a register queue.** The thread marches L planes along z (rows along y in 2D).
   Each input plane is read once; its contribution to the 2R+1 output planes it touches is one
   in-plane weighted sum per plane distance m (the star: the in-plane cross for m = 0, the centre
