@@ -66,7 +66,9 @@ def check(backend, case, prepared, buffers, coef, seed: int) -> dict:
     return {"error": error, "unwritten": missing, "written_outside": wrote_outside, "correct": ok}
 
 
-def measure_grid(backend, grid: str, seed: int) -> dict:
+def checked_kernels(backend, grid: str, seed: int) -> tuple[dict, dict, dict, dict, dict]:
+    """The f32 and f16 cases of `grid` with their coefficients and buffers, and every kernel of
+    KERNELS prepared and checked; nothing is timed when one is wrong."""
     cases = {precision: parse_case(f"{grid}/{precision}") for precision in ("f32", "f16")}
     coefs = {p: backend.coefficients(case.coefficients()) for p, case in cases.items()}
     buffers = {p: backend.allocate(case, make_inputs(case, seed)) for p, case in cases.items()}
@@ -77,32 +79,49 @@ def measure_grid(backend, grid: str, seed: int) -> dict:
         checks[label] = check(backend, case, prepared[label], buffers[precision], coefs[precision], seed)
         if not checks[label]["correct"]:
             raise SystemExit(f"{grid}/{precision} {name} is wrong, nothing timed: {checks[label]}")
+    return cases, coefs, buffers, prepared, checks
+
+
+def time_interleaved(backend, kernels: dict, buffers: dict, coefs: dict, *, passes: int, launches: int,
+                     warmup: int, seed: int) -> dict:
+    """key -> the launch times of each pass; `kernels` maps a key to (prepared kernel, precision).
+    The kernels take turns pass by pass in rotated order, each launch after a random decoy fill."""
     rng = np.random.default_rng(seed)
-    samples: dict[str, list[list[float]]] = {label: [] for label, _, _ in KERNELS}
-    precision_of = {label: precision for label, precision, _ in KERNELS}
     decoy = lambda p: (lambda launch: buffers[p].fill_output(float(rng.uniform(0.5, 1.5))))  # noqa: E731
-    for label in samples:  # warm-up: module load, clocks
-        backend.time_launches(prepared[label], buffers[precision_of[label]], coefs[precision_of[label]], WARMUP, True)
-    labels = list(samples)
-    for index in range(PASSES):
-        order = labels[index % len(labels):] + labels[: index % len(labels)]
-        for label in order:
-            p = precision_of[label]
-            samples[label].append(backend.time_launches(prepared[label], buffers[p], coefs[p], LAUNCHES, True, before=decoy(p)))
-    result = {"grid": grid, "checks": checks, "kernels": {}}
-    for label, precision, name in KERNELS:
-        case = cases[precision]
-        medians = [statistics.median(launches) for launches in samples[label]]
-        median = statistics.median(medians)
-        result["kernels"][label] = {
-            "case": case.id, "variant": name, "compulsory_bytes": case.compulsory_bytes, "median_s": median,
+    for kernel, precision in kernels.values():  # warm-up: module load, clocks, thread pool, page tables
+        backend.time_launches(kernel, buffers[precision], coefs[precision], warmup, True)
+    samples: dict = {key: [] for key in kernels}
+    keys = list(kernels)
+    for index in range(passes):
+        for key in keys[index % len(keys):] + keys[: index % len(keys)]:
+            kernel, p = kernels[key]
+            samples[key].append(backend.time_launches(kernel, buffers[p], coefs[p], launches, True, before=decoy(p)))
+    return samples
+
+
+def kernel_rate(case, name: str, passes: list[list[float]], median: float) -> dict:
+    medians = [statistics.median(launches) for launches in passes]
+    return {"case": case.id, "variant": name, "compulsory_bytes": case.compulsory_bytes, "median_s": median,
             "pass_medians_s": medians, "spread": (max(medians) - min(medians)) / median,
-            "bytes_per_s": case.compulsory_bytes / median, "samples_s": samples[label],
-        }
-    rates = {label: k["bytes_per_s"] for label, k in result["kernels"].items()}
-    result["ratio"] = rates["f16"] / rates["f32"]
-    result["ratio_scalar"] = rates["f16_scalar"] / rates["f32"]
-    return result
+            "bytes_per_s": case.compulsory_bytes / median, "samples_s": passes}
+
+
+def ratios(kernels: dict) -> dict:
+    """f16 and scalar-f16 byte rates over the f32 one (target >= 0.9 for `ratio`)."""
+    rates = {label: k["bytes_per_s"] for label, k in kernels.items()}
+    return {"ratio": rates["f16"] / rates["f32"], "ratio_scalar": rates["f16_scalar"] / rates["f32"]}
+
+
+def measure_grid(backend, grid: str, seed: int) -> dict:
+    cases, coefs, buffers, prepared, checks = checked_kernels(backend, grid, seed)
+    precision_of = {label: precision for label, precision, _ in KERNELS}
+    samples = time_interleaved(backend, {label: (prepared[label], precision_of[label]) for label in prepared},
+                               buffers, coefs, passes=PASSES, launches=LAUNCHES, warmup=WARMUP, seed=seed)
+    kernels = {}
+    for label, precision, name in KERNELS:
+        median = statistics.median(statistics.median(launches) for launches in samples[label])
+        kernels[label] = kernel_rate(cases[precision], name, samples[label], median)
+    return {"grid": grid, "checks": checks, "kernels": kernels, **ratios(kernels)}
 
 
 def main() -> None:

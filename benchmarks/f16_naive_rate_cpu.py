@@ -31,17 +31,12 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 
-from f16_naive_rate import KERNELS, check  # noqa: E402
+from f16_naive_rate import KERNELS, checked_kernels, kernel_rate, ratios, time_interleaved  # noqa: E402
 
 from measurement.backends import cpu  # noqa: E402
-from measurement.backends.base import Variant  # noqa: E402
-from measurement.harness.cases import parse_case  # noqa: E402
-from measurement.harness.oracle import make_inputs  # noqa: E402
 
 GRIDS = ("star_1/96x96x96", "box_1/96x96x96", "star2d_1/1024x1024")
 THREADS = {"1_thread": 1, "all_threads": None}
@@ -49,46 +44,18 @@ PASSES, LAUNCHES, WARMUP = 7, 11, 2
 
 
 def measure_grid(backend, grid: str, seed: int) -> dict:
-    cases = {precision: parse_case(f"{grid}/{precision}") for precision in ("f32", "f16")}
-    coefs = {p: backend.coefficients(case.coefficients()) for p, case in cases.items()}
-    buffers = {p: backend.allocate(case, make_inputs(case, seed)) for p, case in cases.items()}
-    prepared, checks = {}, {}
-    for label, precision, name in KERNELS:
-        case = cases[precision]
-        compiled = backend.prepare(case, Variant(name))
-        checks[label] = check(backend, case, compiled, buffers[precision], coefs[precision], seed)
-        if not checks[label]["correct"]:
-            raise SystemExit(f"{grid}/{precision} {name} is wrong, nothing timed: {checks[label]}")
-        for setting, threads in THREADS.items():
-            prepared[label, setting] = dataclasses.replace(compiled, threads=threads)
-    rng = np.random.default_rng(seed)
-    precision_of = {label: precision for label, precision, _ in KERNELS}
-    decoy = lambda p: (lambda launch: buffers[p].fill_output(float(rng.uniform(0.5, 1.5))))  # noqa: E731
-    samples: dict[tuple[str, str], list[list[float]]] = {key: [] for key in prepared}
-    for (label, _), kernel in prepared.items():  # warm-up: thread pool, page tables
-        backend.time_launches(kernel, buffers[precision_of[label]], coefs[precision_of[label]], WARMUP, True)
-    keys = list(samples)
-    for index in range(PASSES):
-        for key in keys[index % len(keys):] + keys[: index % len(keys)]:
-            p = precision_of[key[0]]
-            samples[key].append(
-                backend.time_launches(prepared[key], buffers[p], coefs[p], LAUNCHES, True, before=decoy(p)))
+    cases, coefs, buffers, compiled, checks = checked_kernels(backend, grid, seed)
+    kernels = {(label, setting): (dataclasses.replace(compiled[label], threads=threads), precision)
+               for label, precision, _ in KERNELS for setting, threads in THREADS.items()}
+    samples = time_interleaved(backend, kernels, buffers, coefs, passes=PASSES, launches=LAUNCHES, warmup=WARMUP, seed=seed)
     result: dict = {"grid": grid, "checks": checks, "threads": {}}
     for setting, threads in THREADS.items():
-        kernels = {}
+        rates = {}
         for label, precision, name in KERNELS:
-            case, passes = cases[precision], samples[label, setting]
-            medians = [statistics.median(launches) for launches in passes]
+            passes = samples[label, setting]
             median = statistics.median([s for launches in passes for s in launches])
-            kernels[label] = {
-                "case": case.id, "variant": name, "threads": threads or cpu.all_cores(),
-                "compulsory_bytes": case.compulsory_bytes, "median_s": median, "pass_medians_s": medians,
-                "spread": (max(medians) - min(medians)) / median, "bytes_per_s": case.compulsory_bytes / median,
-                "samples_s": passes,
-            }
-        rates = {label: k["bytes_per_s"] for label, k in kernels.items()}
-        result["threads"][setting] = {"kernels": kernels, "ratio": rates["f16"] / rates["f32"],
-                                      "ratio_scalar": rates["f16_scalar"] / rates["f32"]}
+            rates[label] = {**kernel_rate(cases[precision], name, passes, median), "threads": threads or cpu.all_cores()}
+        result["threads"][setting] = {"kernels": rates, **ratios(rates)}
     return result
 
 
