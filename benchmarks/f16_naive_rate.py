@@ -124,6 +124,12 @@ def measure_grid(backend, grid: str, seed: int) -> dict:
     return {"grid": grid, "checks": checks, "kernels": kernels, **ratios(kernels)}
 
 
+def write_report(out: Path, report: dict) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=1) + "\n")
+    print(f"wrote {out}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--grids", default=",".join(GRIDS), help="TYPE/SHAPE, comma-separated (default: %(default)s)")
@@ -154,10 +160,7 @@ def main() -> None:
         "wall_s": time.time() - started,
         "grids": results,
     }
-    out = Path(options.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=1) + "\n")
-    print(f"wrote {out}")
+    write_report(Path(options.out), report)
 
 
 if __name__ == "__main__":

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import statistics
 import sys
 import time
@@ -34,7 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 
-from f16_naive_rate import KERNELS, checked_kernels, kernel_rate, ratios, time_interleaved  # noqa: E402
+from f16_naive_rate import KERNELS, checked_kernels, kernel_rate, ratios, time_interleaved, write_report  # noqa: E402
 
 from measurement.backends import cpu  # noqa: E402
 
@@ -91,10 +90,7 @@ def main() -> None:
         "wall_s": time.time() - started,
         "grids": results,
     }
-    out = Path(options.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=1) + "\n")
-    print(f"wrote {out}")
+    write_report(Path(options.out), report)
 
 
 if __name__ == "__main__":
