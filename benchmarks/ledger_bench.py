@@ -20,6 +20,13 @@ transaction, and `append()` calls (benchmarks/ledger_bench_ratio.py); the run is
 
     .venv/bin/python benchmarks/ledger_bench.py --db postgres --append-ratio
 
+With --append-versus REF (PostgreSQL) it compares REF's ledger code with --snapshot's (default
+HEAD): each in its own process and database, one append at a time in turns with raw and locked
+commits (benchmarks/ledger_bench_versus.py); the run is added to --versus-out
+(docs/benchmarks/ledger_append_versus.json):
+
+    .venv/bin/python benchmarks/ledger_bench.py --db postgres --append-versus 559a9a5
+
 With --append-profile (PostgreSQL) it says where an append's client CPU goes: at the same size,
 plain and cProfiled appends in turns (benchmarks/ledger_bench_profile.py); the run is added to
 --profile-out (docs/benchmarks/ledger_append_profile.json):
@@ -56,7 +63,6 @@ import shlex
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -64,15 +70,14 @@ from pathlib import Path
 from ledger_bench_measure import (fill, fill_direct, measure_batched, measure_rebuild, measure_single, measure_verify,
                                   median_of, projection_rows)
 from ledger_bench_results import load_results, markdown_table, merge_and_write
-from ledger_bench_setup import (ROOT, Workload, git, database_bytes, drop_database, event_count, log, machine_facts,
-                                prepare_database, setup_django)
+from ledger_bench_setup import (ROOT, Workload, database_bytes, drop_database, event_count, log, machine_facts,
+                                prepare_database, setup_django, snapshot)
 
 DEFAULT_OUT = ROOT / "docs" / "benchmarks" / "ledger.json"
 DEFAULT_RATIO_OUT = ROOT / "docs" / "benchmarks" / "ledger_append_pg.json"
 DEFAULT_PROFILE_OUT = ROOT / "docs" / "benchmarks" / "ledger_append_profile.json"
+DEFAULT_VERSUS_OUT = ROOT / "docs" / "benchmarks" / "ledger_append_versus.json"
 DEFAULT_PG_URL = "postgres://postgres@127.0.0.1:5432/ledger_bench"
-BENCH_FILES = ("ledger_bench.py", "ledger_bench_measure.py", "ledger_bench_profile.py", "ledger_bench_ratio.py",
-               "ledger_bench_results.py", "ledger_bench_setup.py", "pg_commit_rate.py")
 
 
 
@@ -124,12 +129,21 @@ def parse_args(argv=None):
                              "benchmarks/ledger_bench_profile.py); the run is added to --profile-out")
     parser.add_argument("--profile-rounds", type=int, default=5, help="rounds of plain and profiled appends")
     parser.add_argument("--profile-appends", type=int, default=600, help="appends per round, plain and profiled each")
-    parser.add_argument("--profile-out", type=Path, default=DEFAULT_PROFILE_OUT, help="JSON file the profile is added to")
+    parser.add_argument("--profile-out", type=Path, default=DEFAULT_PROFILE_OUT,
+                        help="JSON file the profile is added to")
+    parser.add_argument("--append-versus", metavar="GIT_REF",
+                        help="single appends of GIT_REF's ledger code and --snapshot's (default HEAD) in turns, with raw "
+                             "commits, each version in its own process and database (benchmarks/ledger_bench_versus.py)")
+    parser.add_argument("--versus-out", type=Path, default=DEFAULT_VERSUS_OUT,
+                        help="JSON file the comparison is added to")
+    parser.add_argument("--versus-worker", action="store_true", help=argparse.SUPPRESS)  # one side of --append-versus
     args = parser.parse_args(argv)
     if not args.table and not args.db:
         parser.error("--db is required unless --table")
     if args.append_ratio and args.db != "postgres":
         parser.error("--append-ratio compares with PostgreSQL's commit rate: use --db postgres")
+    if (args.append_versus or args.versus_worker) and args.db != "postgres":
+        parser.error("--append-versus compares with PostgreSQL's commit rate: use --db postgres")
     if args.append_profile and args.db != "postgres":
         parser.error("--append-profile reads the PostgreSQL backend's CPU: use --db postgres")
     return args
@@ -144,18 +158,11 @@ def _default_pg_url() -> str:
 def run_in_snapshot(args, command: str, argv: list[str]) -> int:
     """Re-run this script from `git archive <ref>` in a temp dir, so edits made to the working
     tree while a long benchmark runs (imports happen lazily) cannot leak into it."""
-    commit = git("rev-parse", args.snapshot)
-    if not commit:
-        raise SystemExit(f"cannot resolve git ref {args.snapshot!r}")
-    snap = Path(tempfile.mkdtemp(prefix=f"ledger_bench_src_{commit[:8]}_", dir=args.tmp_dir))
-    archive = subprocess.run(["git", "archive", commit], cwd=ROOT, capture_output=True, check=True).stdout
-    subprocess.run(["tar", "-x", "-C", str(snap)], input=archive, check=True)
-    (snap / "benchmarks").mkdir(exist_ok=True)
-    for name in BENCH_FILES:  # this version of the bench itself
-        shutil.copy2(Path(__file__).with_name(name), snap / "benchmarks" / name)
+    commit, snap = snapshot(args.snapshot, args.tmp_dir)
     env = dict(os.environ, LEDGER_BENCH_SNAPSHOT=commit, LEDGER_BENCH_COMMAND=command)
     child_argv = list(argv) + ["--out", str(args.out.resolve()), "--ratio-out", str(args.ratio_out.resolve()),
-                               "--profile-out", str(args.profile_out.resolve())]
+                               "--profile-out", str(args.profile_out.resolve()),
+                               "--versus-out", str(args.versus_out.resolve())]
     if args.sqlite_path:
         child_argv += ["--sqlite-path", str(Path(args.sqlite_path).resolve())]
     log(f"running against a snapshot of {args.snapshot} = {commit[:12]} in {snap}")
@@ -175,12 +182,18 @@ def main(argv=None) -> int:
             from ledger_bench_ratio import markdown_table as ratio_table
 
             print("\n" + ratio_table(json.loads(args.ratio_out.read_text())))
+        if args.versus_out.exists():
+            from ledger_bench_versus import markdown_table as versus_table
+
+            print("\n" + versus_table(json.loads(args.versus_out.read_text())))
         return 0
 
     command = os.environ.get("LEDGER_BENCH_COMMAND") or shlex.join(
         [".venv/bin/python" if Path(sys.executable).parent.parent == ROOT / ".venv" else sys.executable,
          os.path.relpath(__file__, ROOT) if Path(__file__).is_relative_to(ROOT) else __file__,
          *(argv if argv is not None else sys.argv[1:])])
+    if args.append_versus:
+        return append_versus(args, command)
     if args.snapshot and "LEDGER_BENCH_SNAPSHOT" not in os.environ:
         return run_in_snapshot(args, command, argv if argv is not None else sys.argv[1:])
     started = datetime.now(timezone.utc)
@@ -212,6 +225,11 @@ def main(argv=None) -> int:
             return append_ratio(args, workload, run_id, run_facts)
         if args.append_profile:
             return append_profile(args, workload, run_id, run_facts)
+        if args.versus_worker:
+            from ledger_bench_versus import serve
+
+            fill(workload, args.ratio_at, args.batch_size, time.monotonic() + args.max_fill_minutes * 60)
+            return serve(workload, run_facts)
         throughput = None
         if not args.skip_throughput:
             throughput = {
@@ -292,6 +310,19 @@ def append_profile(args, workload: Workload, run_id: str, run_facts: dict) -> in
         write(args.profile_out, run_id, {**run_facts, "ledger_events_before": args.ratio_at, **result})
         log(f"run added to {args.profile_out}")
     log(json.dumps({"plain": result["plain"], "components": result["profiled"]["components"]}, indent=1))
+    return 0
+
+
+def append_versus(args, command: str) -> int:
+    from ledger_bench_versus import compare, write
+
+    run_id = f"postgres-{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%SZ')}"
+    log(f"ledger bench {run_id}: {command}")
+    run = compare(args, command)
+    if not args.no_write:
+        write(args.versus_out, run_id, run)
+        log(f"run added to {args.versus_out}")
+    log(json.dumps(run["median"]))
     return 0
 
 

@@ -14,14 +14,13 @@ the plain block's milliseconds as the costs.
 from __future__ import annotations
 
 import cProfile
-import json
 import os
 import pstats
 import time
 from pathlib import Path
 
 from ledger_bench_measure import QueryStats
-from ledger_bench_setup import Workload, log
+from ledger_bench_setup import Workload, add_run, log
 
 # component -> path fragments of the code it covers (first match wins; C functions are charged
 # to the component of the Python function that called them, by the caller's file)
@@ -121,9 +120,4 @@ def shares(stats: pstats.Stats, appends: int) -> dict:
 
 
 def write(path: Path, run_id: str, run: dict) -> None:
-    """Add this run to the file (runs keyed by id)."""
-    data = json.loads(path.read_text()) if path.exists() else {}
-    data.setdefault("about", __doc__.split("\n\n", 1)[1].replace("\n", " ").strip())
-    data.setdefault("runs", {})[run_id] = run
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, indent=2) + "\n")
+    add_run(path, run_id, run, about=__doc__.split("\n\n", 1)[1].replace("\n", " ").strip())

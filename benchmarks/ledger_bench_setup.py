@@ -115,6 +115,36 @@ def setup_django() -> None:
 # ---- facts ---------------------------------------------------------------------------------
 
 
+BENCH_FILES = ("ledger_bench.py", "ledger_bench_measure.py", "ledger_bench_profile.py", "ledger_bench_ratio.py",
+               "ledger_bench_results.py", "ledger_bench_setup.py", "ledger_bench_versus.py", "pg_commit_rate.py")
+
+
+def snapshot(ref: str, tmp_dir: str | None) -> tuple[str, Path]:
+    """A clean `git archive` of `ref` in a new temp dir, with this version of the bench itself:
+    (the commit, the dir). The caller removes the dir."""
+    commit = git("rev-parse", ref)
+    if not commit:
+        raise SystemExit(f"cannot resolve git ref {ref!r}")
+    snap = Path(tempfile.mkdtemp(prefix=f"ledger_bench_src_{commit[:8]}_", dir=tmp_dir))
+    archive = subprocess.run(["git", "archive", commit], cwd=ROOT, capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(snap)], input=archive, check=True)
+    (snap / "benchmarks").mkdir(exist_ok=True)
+    for name in BENCH_FILES:
+        shutil.copy2(Path(__file__).with_name(name), snap / "benchmarks" / name)
+    return commit, snap
+
+
+def add_run(path: Path, run_id: str, run: dict, about: str) -> None:
+    """Add a run to a results file (runs keyed by id, earlier ones kept for the spread)."""
+    import json
+
+    data = json.loads(path.read_text()) if path.exists() else {}
+    data.setdefault("about", about)
+    data.setdefault("runs", {})[run_id] = run
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=2) + "\n")
+
+
 def git(*cmd: str) -> str | None:
     try:
         return subprocess.run(["git", *cmd], cwd=ROOT, capture_output=True, text=True, timeout=10).stdout.strip()
