@@ -59,6 +59,7 @@ EXCLUDED_OPERATORS = [r"core/ReplaceBinaryOperator_.*_(BitOr|BitAnd|BitXor|LShif
 # Issue 20's table: (name, file, text, replacement, tests). Those the first measurement left alive
 # come first; the last six were killed then too.
 DECISION_TESTS = ["tests/measurement/test_decisions.py"]
+APP_TESTS = ["tests/appgate/test_decisions.py"]
 NAMED = [
     ("operator prior-best 2% comparison flipped", "measurement/decisions.py",
      "timing.median > prior_median * (1 + REGRESSION_BAND)", "timing.median < prior_median * (1 + REGRESSION_BAND)",
@@ -73,8 +74,8 @@ NAMED = [
      "if self.kept is None or spread < self.spread:", "if True:", DECISION_TESTS),
     ("timed_output_mismatch rejection removed", "measurement/decisions.py",
      "if not timing.timed_output_ok:", "if False:", DECISION_TESTS),
-    ("app floor 0.98 -> 0.5", "appgate/verdicts.py", "FLOOR = 0.98", "FLOOR = 0.5", ["tests/appgate/test_decisions.py"]),
-    ("app floor 0.98 -> 5.0", "appgate/verdicts.py", "FLOOR = 0.98", "FLOOR = 5.0", ["tests/appgate/test_decisions.py"]),
+    ("app floor 0.98 -> 0.5", "appgate/verdicts.py", "FLOOR = 0.98", "FLOOR = 0.5", APP_TESTS),
+    ("app floor 0.98 -> 5.0", "appgate/verdicts.py", "FLOOR = 0.98", "FLOOR = 5.0", APP_TESTS),
     ("app re-run never downgrades", "appgate/verdicts.py", 'return "ResultDowngraded"', "return None",
      ["tests/appgate/test_decisions.py"]),
     ("a branch head never advances", "forge/rulebook.py",
@@ -127,10 +128,12 @@ EQUIVALENT: dict[tuple[str, str, str], str] = {
     ("measurement/decisions.py", "core/ReplaceComparisonOperator_Eq_GtE",
      'if verdict == "reconfirmed" and ci and standing and ci[1] < standing * (1 - REGRESSION_BAND):'):
         RERUN + "of the three only 'revised' also sorts at or after 'reconfirmed', and it returned on the line before",
-    ("measurement/decisions.py", "core/ReplaceComparisonOperator_Lt_NotEq", "while number < self.allowed and not self.quiet:"):
+    ("measurement/decisions.py", "core/ReplaceComparisonOperator_Lt_NotEq",
+     "while number < self.allowed and not self.quiet:"):
         "attempt numbers count up by one from 0 and the allowed attempts are never negative: `!=` stops at the "
         "same number as `<`",
-    ("measurement/decisions.py", "core/ReplaceComparisonOperator_Lt_IsNot", "while number < self.allowed and not self.quiet:"):
+    ("measurement/decisions.py", "core/ReplaceComparisonOperator_Lt_IsNot",
+     "while number < self.allowed and not self.quiet:"):
         "attempt numbers count up by one from 0 and the allowed attempts are a small non-negative int, which "
         "CPython caches: `is not` is `!=` there, and `!=` stops at the same number as `<`",
     ("appgate/verdicts.py", "core/ReplaceComparisonOperator_Eq_LtE", 'if verdict == "admitted":'):

@@ -108,7 +108,8 @@ def test_a_headline_more_than_2_percent_above_the_amdahl_ceiling_is_a_measuremen
     problem = ceiling_problem(headline, 1.0)
     assert bool(problem) == flagged
     if flagged:
-        assert problem.startswith(f"measurement problem: the headline {headline:.2f}x is above the Amdahl ceiling 1.00x")
+        assert problem.startswith(f"measurement problem: the headline {headline:.2f}x is above the Amdahl "
+                                  "ceiling 1.00x")
 
 
 def test_without_a_ceiling_or_a_headline_nothing_is_flagged():
@@ -164,9 +165,11 @@ def test_parity_is_shown_only_on_a_standing_result(status, low, shown):
 
 @pytest.mark.parametrize("verdict, reasons, headline, state, why", [
     ("admitted", [], 1.5, "INTEGRATED", "1.5x"),
-    ("self-checked", [], 1.5, "RESEARCH", "self-checked only (no output compared): 1.5x; declare a comparison to integrate it"),
+    ("self-checked", [], 1.5, "RESEARCH",
+     "self-checked only (no output compared): 1.5x; declare a comparison to integrate it"),
     ("inconclusive", [], 1.5, "IN_PROGRESS", "inconclusive (1.5x); run the gate again on a quieter machine"),
-    ("rejected", ["candidate_incorrect", "x"], None, "RESEARCH", "the candidate did not pass: candidate_incorrect, x: 1.5x"),
+    ("rejected", ["candidate_incorrect", "x"], None, "RESEARCH",
+     "the candidate did not pass: candidate_incorrect, x: 1.5x"),
     ("rejected", ["below_floor"], 0.9, "DROPPED", "correct but 1.5x"),
 ])
 def test_the_state_a_verdict_leaves(verdict, reasons, headline, state, why):
@@ -199,5 +202,6 @@ def test_an_app_rerun_of_a_result_without_a_standing_headline_never_downgrades()
 ])
 def test_the_checks_a_verdict_rests_on(own_check, compare, checks):
     """The manifest's correctness block (test_verdicts.py gates real manifests with each)."""
-    loaded = SimpleNamespace(manifest=SimpleNamespace(correctness=SimpleNamespace(own_check=own_check, compare=compare)))
+    correctness = SimpleNamespace(own_check=own_check, compare=compare)
+    loaded = SimpleNamespace(manifest=SimpleNamespace(correctness=correctness))
     assert checks_of(loaded) == checks

@@ -71,7 +71,8 @@ def test_an_admitted_candidate_goes_to_the_main_line_branch_or_not():
     (0.5, None, "branch-1"),  # the branch's first correct kernel is its head, however slow
     (None, None, None),  # not timed
 ])
-def test_a_rejected_correct_candidate_becomes_the_branch_head_only_when_faster_by_more_than_2_percent(speedup, head, line):
+def test_a_rejected_correct_candidate_becomes_the_branch_head_only_when_faster_by_more_than_2_percent(
+        speedup, head, line):
     assert line_of("rejected", "correct", speedup, "branch-1", head) == line
 
 

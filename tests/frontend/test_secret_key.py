@@ -10,7 +10,8 @@ import sys
 
 from django.conf import settings
 
-PRINT_KEY = "import django; django.setup(); from django.conf import settings; print(settings.DEBUG, settings.SECRET_KEY)"
+PRINT_KEY = ("import django; django.setup(); from django.conf import settings; "
+             "print(settings.DEBUG, settings.SECRET_KEY)")
 
 
 def start(var_dir, **extra: str) -> tuple[str, str]:

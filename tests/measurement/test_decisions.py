@@ -173,7 +173,8 @@ def test_an_impossible_speed_is_rejected_with_the_floor_it_beat():
         Correctness(True), timing(1e-4, impossible=True, output_ok=False), bound=timing(1.0), bound_label="scipy",
         prior_median=None, floor_seconds=lambda: 2e-3, launch_overhead=5e-6)
     assert (reasons, speedup, ci) == (["impossible_speed"], None, None)  # before the timed outputs are read
-    assert detail == "median 1.000e-04 s less the launch overhead 5.000e-06 s is below the copy-bandwidth floor 2.000e-03 s"
+    assert detail == ("median 1.000e-04 s less the launch overhead 5.000e-06 s is below the copy-bandwidth floor "
+                      "2.000e-03 s")
 
 
 def test_a_wrong_timed_output_is_rejected_even_when_fast():
@@ -232,8 +233,10 @@ def test_noise_explains_only_a_slow_or_impossibly_fast_median():
     ([], (1.2, 1.4), 0.37, "inconclusive", "noisy: spread 37.0%, CI 1.200–1.400"),
     # issue 14's two one-click retractions, now inconclusive: star_1/64x64x64/f32 (noisy) and box2d_1/512x512/f32
     (["not_faster_than_public_bound"], (0.308, 0.764), 0.5, "inconclusive", "noisy: spread 50.0%, CI 0.308–0.764"),
-    (["not_faster_than_public_bound"], (0.070, 26.156), None, "inconclusive", "CI 0.070–26.156 spans 1.000, the public bound"),
-    (["not_faster_than_public_bound"], (0.5, 1.0), None, "inconclusive", "CI 0.500–1.000 spans 1.000, the public bound"),
+    (["not_faster_than_public_bound"], (0.070, 26.156), None, "inconclusive",
+     "CI 0.070–26.156 spans 1.000, the public bound"),
+    (["not_faster_than_public_bound"], (0.5, 1.0), None, "inconclusive",
+     "CI 0.500–1.000 spans 1.000, the public bound"),
     (["not_faster_than_public_bound"], (0.5, 0.9999), None, "revised", ""),  # quiet, and wholly below the bound
     # noisy, but below the bound by more than the noise: the CPU re-gate's star_1/64x64x64/f16 (issue 15)
     (["not_faster_than_public_bound"], (0.174, 0.210), 0.205, "revised", ""),

@@ -43,7 +43,8 @@ def test_a_broken_cupy_is_named_in_the_skip_reason_and_fails_a_run_that_requires
             "object file") in skipped.stdout
     required = gpu_pytest(site, FORGESTENCIL_REQUIRE_GPU="1")
     assert required.returncode == pytest.ExitCode.USAGE_ERROR
-    assert "gpu tests selected and this run requires a GPU: CuPy does not import: ImportError('libcudart" in required.stdout
+    why = "gpu tests selected and this run requires a GPU: CuPy does not import: ImportError('libcudart"
+    assert why in required.stdout
 
 
 @pytest.mark.parametrize("cupy, why", [
