@@ -217,6 +217,13 @@ def rerun_page(stream: str) -> str | None:
     return None
 
 
+def target_page(kind: str, backend: str, target: str) -> str:
+    """The provenance page of a re-run's target: a case on its backend, or an application."""
+    from django.urls import reverse
+
+    return reverse("case_detail", args=[backend, target]) if kind == "case" else reverse("app_detail", args=[target])
+
+
 def result_page(result: str | None) -> str | None:
     """The provenance page of a result key (operator/<backend>/<case>, app/<architecture>/<name>)."""
     from django.urls import reverse

@@ -9,7 +9,6 @@ import uuid
 from datetime import timedelta
 from pathlib import Path
 
-import pytest
 from django.conf import settings as django_settings
 from django.contrib.auth.models import Group, User
 from django.test import Client
