@@ -1,9 +1,11 @@
 """The App Agent: one application from its hotspot to an integrated (or dropped) optimisation,
 every step a milestone event.
 
-M1 locate the hotspot and measure the application's own baseline (exit: BLOCKED when the
-baseline does not build, run or verify; OUT_OF_SCOPE when no stencil hotspot carries enough of
-the time for a kernel to matter); M2a the framework-level candidate, from the proposer; M2b the
+M1 locate the hotspot and measure the application's own baseline (exit: BLOCKED when this
+machine cannot run the architecture, or the baseline does not build, run, verify or run long
+enough to time; OUT_OF_SCOPE when no stencil hotspot carries enough of the time for a kernel to
+matter; each exit with a machine-readable code); `triage` stops after M1 (RESEARCH when in
+scope: an imported suite's programs are triaged before any is forged); M2a the framework-level candidate, from the proposer; M2b the
 Kernel Agent forges the hot operator's case and the agent takes back an admitted kernel through
 the forged-kernel library (it never reads the operator map itself) and splices it into the
 candidate, over the file the manifest names as the hot loop's kernel (hotspot.kernel_file), as a
@@ -15,7 +17,7 @@ from __future__ import annotations
 
 import statistics
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 from forge.proposers.base import GenerationFailure
 from ledger.services import NewEvent, append
@@ -24,10 +26,23 @@ from . import builds, runner
 from .builds import BuildResult
 from .models import AppRow
 from .proposers import AnthropicAppProposer, AppCandidate, external_candidate, unified_patch
-from .services import AppGateOutcome, AppProtocol, gate_run_held, record_candidate, register, run_gate
+from .services import (AppGateError, AppGateOutcome, AppProtocol, gate_run_held, machine, record_candidate, register,
+                       run_gate, state_code)
 from .verdicts import state_after
 
 MIN_HOTSPOT_FRACTION = 0.2  # below it even an infinitely fast kernel gains < 1.25x: out of scope
+# In a triage, a baseline that reports less than this on a dataset (its timing clock) is too
+# short to time fairly against a candidate (issue 18): clock resolution and launch overhead
+# dominate it. The agent on a given manifest leaves such runs to the gate's noise rule.
+MIN_BASELINE_SECONDS = 1e-3
+
+
+class Exit(NamedTuple):
+    """Where M1 (or a later milestone) stops an application: its state, why, and why as a code."""
+
+    state: str
+    reason: str
+    code: str
 
 
 def _milestone(app: str, milestone: str, detail: str, actor: str, evidence: dict | None = None) -> None:
@@ -35,8 +50,9 @@ def _milestone(app: str, milestone: str, detail: str, actor: str, evidence: dict
                     payload={"app": app, "milestone": milestone, "detail": detail, "evidence": evidence or {}}))
 
 
-def _state(app: str, state: str, reason: str, actor: str) -> None:
-    append(NewEvent(stream=f"app/{app}", type="AppStateChanged", actor=actor, payload={"app": app, "state": state, "reason": reason}))
+def _state(app: str, state: str, reason: str, actor: str, code: str | None = None) -> None:
+    append(NewEvent(stream=f"app/{app}", type="AppStateChanged", actor=actor,
+                    payload={"app": app, "state": state, "reason": reason, "code": code}))
 
 
 def run_agent(manifest: str | Path, actor: str, kernel_rounds: int = 0, protocol: AppProtocol | None = None,
@@ -52,18 +68,11 @@ def run_agent(manifest: str | Path, actor: str, kernel_rounds: int = 0, protocol
     _state(name, "IN_PROGRESS", "the App Agent started", actor)
     with gate_run_held(name) as (gate_run, scratch):
         say("M1: the baseline and its hotspot")
-        baseline, built = _measure_baseline(loaded, scratch)
-        if baseline["problem"]:
-            _state(name, "BLOCKED", f"M1: {baseline['problem']}", actor)
+        baseline, built, stop = _m1(loaded, scratch, actor)
+        if stop is not None:
+            _state(name, stop.state, stop.reason, actor, stop.code)
             return AppRow.objects.get(name=name)
-        fraction = baseline["hotspot_fraction"]
         case = loaded.manifest.hotspot.case
-        _milestone(name, "M1", f"baseline runs and verifies on {len(baseline['datasets'])} dataset(s); hotspot "
-                   + (f"{case}, {fraction:.0%} of the time" if fraction is not None else "not reported"), actor, baseline)
-        if fraction is None or case is None or fraction < MIN_HOTSPOT_FRACTION:
-            _state(name, "OUT_OF_SCOPE", "no stencil hotspot carries at least "
-                   f"{MIN_HOTSPOT_FRACTION:.0%} of the time (measured: {'none' if fraction is None else f'{fraction:.0%}'})", actor)
-            return AppRow.objects.get(name=name)
         candidate_event = None
         if proposer is None:
             candidate = external_candidate(loaded)
@@ -72,7 +81,8 @@ def run_agent(manifest: str | Path, actor: str, kernel_rounds: int = 0, protocol
             try:
                 candidate = proposer.propose(loaded, baseline)
             except GenerationFailure as failure:
-                _state(name, "RESEARCH", f"M2a: the {proposer.name} proposer gave no candidate ({failure.kind}): {failure}", actor)
+                _state(name, "RESEARCH", f"M2a: the {proposer.name} proposer gave no candidate ({failure.kind}): {failure}",
+                       actor, "no_candidate")
                 return AppRow.objects.get(name=name)
             candidate_event = str(record_candidate(loaded, candidate, actor).event_id)
         _milestone(name, "M2a", f"candidate from the {candidate.proposer} proposer: {candidate.subject}", actor,
@@ -92,6 +102,47 @@ def run_agent(manifest: str | Path, actor: str, kernel_rounds: int = 0, protocol
                {"verdict_event": str(outcome.verdict_event.event_id)})
     _finish(name, outcome, actor)
     return AppRow.objects.get(name=name)
+
+
+def triage(manifest: str | Path, actor: str, progress: Callable[[str], None] | None = None) -> AppRow:
+    """M1 alone (an imported suite's triage): register, build and run the baseline on every
+    dataset, and end in BLOCKED or OUT_OF_SCOPE with the reason's code, or RESEARCH (in scope,
+    not yet forged). Nothing is proposed or gated."""
+    loaded, _ = register(manifest, actor)
+    name = loaded.name
+    _state(name, "IN_PROGRESS", "triage: M1 started", actor)
+    with gate_run_held(name) as (_, scratch):
+        (progress or (lambda message: None))(f"{name}: M1")
+        baseline, _, stop = _m1(loaded, scratch, actor, MIN_BASELINE_SECONDS)
+    if stop is None:
+        stop = Exit("RESEARCH", f"M1: in scope, not yet forged: hotspot {loaded.manifest.hotspot.case} carries "
+                    f"{baseline['hotspot_fraction']:.0%} of the time", "in_scope")
+    _state(name, stop.state, stop.reason, actor, stop.code)
+    return AppRow.objects.get(name=name)
+
+
+def _m1(loaded, scratch: Path, actor: str, min_seconds: float = 0.0) -> tuple[dict, dict[str, BuildResult], Exit | None]:
+    """M1: the baseline measured (its builds kept for the gate), and the exit it calls for, or
+    None when the application is in scope (M1 milestone recorded); a dataset timed under
+    `min_seconds` blocks it (too_short)."""
+    name, m = loaded.name, loaded.manifest
+    try:
+        machine(m.architecture, loaded)
+    except AppGateError as error:
+        code = "needs_cuda" if m.architecture == "cuda" else "machine_unavailable"
+        return {}, {}, Exit("BLOCKED", f"M1: {error}", code)
+    baseline, built = _measure_baseline(loaded, scratch, min_seconds)
+    if baseline["problem"]:
+        return baseline, built, Exit("BLOCKED", f"M1: {baseline['problem']}", baseline["code"])
+    fraction, case = baseline["hotspot_fraction"], m.hotspot.case
+    _milestone(name, "M1", f"baseline runs and verifies on {len(baseline['datasets'])} dataset(s); hotspot "
+               + (f"{case}, {fraction:.0%} of the time" if fraction is not None else "not reported"), actor, baseline)
+    if fraction is None or case is None or fraction < MIN_HOTSPOT_FRACTION:
+        code = "hotspot_unmeasured" if fraction is None else "no_hotspot_case" if case is None else "hotspot_below_share"
+        return baseline, built, Exit("OUT_OF_SCOPE", "no stencil hotspot carries at least "
+                                     f"{MIN_HOTSPOT_FRACTION:.0%} of the time (measured: "
+                                     f"{'none' if fraction is None else f'{fraction:.0%}'})", code)
+    return baseline, built, None
 
 
 def _splice(loaded, kernel, candidate: AppCandidate, actor: str) -> tuple[str | None, str]:
@@ -119,7 +170,8 @@ def _finish(name: str, outcome: AppGateOutcome, actor: str) -> None:
         what = "the candidate patch" if outcome.verdict_event.data.get("candidate") else "the candidate variant"
         _milestone(name, "M4", f"integrated: {what} is the application's optimisation at {outcome.headline:.3f}x", actor,
                    {"verdict_event": str(outcome.verdict_event.event_id), "candidate_event": outcome.verdict_event.data.get("candidate")})
-    _state(name, *state_after(outcome.verdict, outcome.reasons, outcome.headline, outcome.detail), actor)  # as `appgate run`
+    _state(name, *state_after(outcome.verdict, outcome.reasons, outcome.headline, outcome.detail), actor,
+           state_code(outcome.verdict, outcome.reasons))  # as `appgate run`
 
 
 def _kernel_agent(case: str, backend: str, rounds: int, actor: str) -> tuple[str, dict, Any]:
@@ -144,24 +196,28 @@ def _kernel_agent(case: str, backend: str, rounds: int, actor: str) -> tuple[str
             evidence, kernel)
 
 
-def _measure_baseline(loaded, scratch: Path) -> tuple[dict, dict[str, BuildResult]]:
+def _measure_baseline(loaded, scratch: Path, min_seconds: float) -> tuple[dict, dict[str, BuildResult]]:
     """Build the baseline (once per distinct build_args, in the gate run's scratch: the gate
     reuses these builds) and run it once per dataset: its own verdict, time and hotspot share."""
-    result: dict = {"problem": "", "datasets": {}, "hotspot_fraction": None}
+    result: dict = {"problem": "", "code": "", "datasets": {}, "hotspot_fraction": None}
     built: dict[str, BuildResult] = {}
     for build_args in builds.build_arguments(loaded):
         built[build_args] = builds.build(loaded, "baseline", scratch, build_args=build_args)
         if not built[build_args].ok:
             result["problem"] = f"the baseline does not build: {built[build_args].output_tail[-300:]}"
+            result["code"] = "build_failed"
             return result, built
     fractions = []
     for dataset in loaded.manifest.datasets:
         ran = runner.run(loaded, "baseline", built[dataset.build_args].binary, dataset, scratch)
-        ok, why = runner.own_verdict(loaded, ran)
-        if not ok:
-            result["problem"] = f"the baseline fails on {dataset.name}: {why}"
-            return result, built
+        code, why = runner.judge_run(loaded, ran)
         seconds, hot = runner.seconds_of(loaded, ran), runner.hotspot_of(loaded, ran)
+        if not code and seconds < min_seconds:
+            code, why = "too_short", (f"{seconds * 1e3:.3g} ms by its clock ({loaded.manifest.timing.source}), under the "
+                                      f"{min_seconds * 1e3:g} ms a fair timing needs")
+        if code:
+            result["problem"], result["code"] = f"the baseline fails on {dataset.name}: {why}", code
+            return result, built
         result["datasets"][dataset.name] = {"seconds": seconds, "hotspot_seconds": hot}
         if seconds and hot is not None:
             fractions.append(min(1.0, hot / seconds))

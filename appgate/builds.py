@@ -135,7 +135,7 @@ def git_blob_hash(data: bytes) -> str:
     return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
 
 
-def _git(folder: Path, *args: str) -> str | None:
+def git_read(folder: Path, *args: str) -> str | None:
     """A read-only git query with the checkout's hooks and fsmonitor off (the checkout is
     outside code); None when git or the answer is missing."""
     try:
@@ -150,15 +150,15 @@ def upstream(loaded: LoadedManifest) -> dict | None:
     """Where the source folder is a git checkout: its HEAD commit and, per baseline file, the
     blob of that path in the commit against the blob of the file as it is; `differs` names the
     files that are not byte-identical to upstream. None when the folder is not in a checkout."""
-    top = _git(loaded.source_dir, "rev-parse", "--show-toplevel")
-    commit = _git(loaded.source_dir, "rev-parse", "HEAD") if top else None
+    top = git_read(loaded.source_dir, "rev-parse", "--show-toplevel")
+    commit = git_read(loaded.source_dir, "rev-parse", "HEAD") if top else None
     if not top or not commit:
         return None
     files, differs = {}, []
     for name in sorted(loaded.manifest.source.baseline_files):
         relative = (loaded.source_dir / name).resolve().relative_to(Path(top).resolve()).as_posix()
         here = git_blob_hash((loaded.source_dir / name).read_bytes())
-        committed = _git(Path(top), "rev-parse", "--verify", "--quiet", f"{commit}:{relative}")
+        committed = git_read(Path(top), "rev-parse", "--verify", "--quiet", f"{commit}:{relative}")
         files[name] = {"path": relative, "upstream_blob": committed, "blob": here}
         if committed != here:
             differs.append(name)

@@ -37,6 +37,7 @@ class RunResult:
     stdout: str
     outputs: dict[str, bytes | None] = field(default_factory=dict)  # compared files: bytes, None when not written
     problem: str = ""
+    errors: str = ""  # the tail of what it wrote to stderr (why a failed run failed)
 
 
 def output_files(loaded: LoadedManifest) -> list[str]:
@@ -65,40 +66,60 @@ def hotspot_of(loaded: LoadedManifest, result: RunResult) -> float | None:
 
 
 def _matched_seconds(pattern: str | None, text: str, unit: str = "s", match: str = "last") -> float | None:
-    """The group of the first or last match, in `unit`, as seconds (None: no finite number >= 0)."""
+    """The group of the first or last match, or of every match added up (`sum`), in `unit`, as
+    seconds (None: no finite number >= 0)."""
     found = patterns.findall(pattern, text) if pattern else []
     if not found:
         return None
     try:
-        value = float(found[0 if match == "first" else -1]) * TIME_UNITS[unit]
+        chosen = found if match == "sum" else [found[0 if match == "first" else -1]]
+        value = sum(float(x) for x in chosen) * TIME_UNITS[unit]
     except ValueError:
         return None
     return value if math.isfinite(value) and value >= 0 else None
 
 
+# What a program prints when a file it reads is not there (stdout or stderr, any case): a run
+# that fails so is missing an input (HeCBench keeps files of 1 MB or more out of git).
+MISSING_FILE = r"(?i)no such file|(?:cannot|can't|could not|couldn't|unable to|failed to|fail to) (?:open|read|find)|error opening|file not found"
+
+
 def own_verdict(loaded: LoadedManifest, result: RunResult) -> tuple[bool, str]:
     """One run on its own: it ran, the program's own check (when declared) passed, what the
     comparisons need is there, and the program reported its times."""
+    code, why = judge_run(loaded, result)
+    return not code, why
+
+
+def judge_run(loaded: LoadedManifest, result: RunResult) -> tuple[str, str]:
+    """As own_verdict, with a machine-readable code: ("", what the program said) for a correct
+    run; otherwise timed_out, missing_input, run_failed, own_check_failed, no_compared_output or
+    no_time, and why (the App Agent's M1 blocks an application with it)."""
     if not result.ok:
-        return False, result.problem or "the run failed"
+        if result.returncode is None:
+            return "timed_out", result.problem or "the run timed out"
+        said = f"{result.stdout}\n{result.errors}"
+        if patterns.search(MISSING_FILE, said):
+            return "missing_input", f"{result.problem or 'the run failed'}: {_line(MISSING_FILE, said)}"
+        return "run_failed", (result.problem or "the run failed") + (f"; {tail(result.errors)}" if result.errors.strip() else "")
     m = loaded.manifest
     own = m.correctness.own_check
     said = "ran"
     if own is not None:
         if patterns.search(own.failure_pattern, result.stdout):
-            return False, f"the program reported failure ({_line(own.failure_pattern, result.stdout)})"
+            return "own_check_failed", f"the program reported failure ({_line(own.failure_pattern, result.stdout)})"
         if not patterns.search(own.result_pattern, result.stdout):
-            return False, ("the program did not report its verification result (own_check.result_pattern); "
-                           + tail(result.stdout))
+            return "own_check_failed", ("the program did not report its verification result (own_check.result_pattern); "
+                                        + tail(result.stdout))
         said = _line(own.result_pattern, result.stdout)
     for index, c in enumerate(m.correctness.compare):
         if c.source == "file" and result.outputs.get(c.file) is None:
-            return False, f"no output file {c.file} (correctness.compare.{index})"
+            return "no_compared_output", f"no output file {c.file} (correctness.compare.{index})"
         if c.source == "stdout" and not patterns.search(c.pattern, result.stdout):
-            return False, f"nothing in the output matches correctness.compare.{index}.pattern; {tail(result.stdout)}"
+            return "no_compared_output", f"nothing in the output matches correctness.compare.{index}.pattern; {tail(result.stdout)}"
     if m.timing.source == "pattern" and seconds_of(loaded, result) is None:
-        return False, f"the program did not report its time (timing.pattern); {tail(result.stdout)}"
-    return True, said
+        return "no_time", f"the program did not report its time (timing.pattern); {tail(result.stdout)}"
+    return "", said
 
 
 def agreement(loaded: LoadedManifest, baseline: RunResult, candidate: RunResult) -> tuple[bool, str]:

@@ -41,6 +41,16 @@ class AppStateChanged(Payload):
     reason: str
 
 
+@event_type("AppStateChanged", owner="appgate", version=2,
+            upcast_from_previous=lambda payload: {**payload, "code": None})
+class AppStateChangedV2(AppStateChanged):
+    # v2 (issue 18): the reason as a machine-readable code beside its text, so that a table of a
+    # hundred triaged programs can be counted by reason (docs/appgate.md#triage: needs_cuda,
+    # build_failed, own_check_failed, too_short, ...; a gate verdict's name or first reason).
+    # None: not recorded (v1).
+    code: Optional[str] = Field(default=None, pattern=r"^[a-z][a-z0-9_]*$")
+
+
 @event_type("AppCandidateProposed", owner="appgate")
 class AppCandidateProposed(Payload):
     """A patch to the application (the anthropic proposer): the gate builds the candidate from it."""

@@ -19,6 +19,7 @@ dataset's arguments (split like a shell would), `{workdir}` the run's scratch fo
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import shlex
 from dataclasses import dataclass
@@ -34,7 +35,7 @@ from .manifest_checks import Correctness, Hotspot, Strict, Timing, clock_problem
 # SPDX identifiers accepted for a bundled or outside program's licence.
 LICENCES = frozenset({
     "MIT", "BSD-2-Clause", "BSD-3-Clause", "Apache-2.0", "GPL-2.0-only", "GPL-2.0-or-later", "GPL-3.0-only",
-    "GPL-3.0-or-later", "LGPL-2.1-or-later", "LGPL-3.0-or-later", "MPL-2.0", "ISC", "Unlicense", "CC0-1.0", "Zlib",
+    "GPL-3.0-or-later", "LGPL-2.1-only", "LGPL-2.1-or-later", "LGPL-3.0-only", "LGPL-3.0-or-later", "MPL-2.0", "ISC", "Unlicense", "CC0-1.0", "Zlib",
 })
 NAME = r"^[a-z][a-z0-9_-]{1,63}$"
 PLACEHOLDER = re.compile(r"\{(\w+)\}")
@@ -46,6 +47,9 @@ RUN_PLACEHOLDERS = {"out", "switch", "src", "args", "workdir"}
 # The bundled manifests are under 2 KB and 4 levels deep.
 MAX_MANIFEST_BYTES = 64 * 1024
 MAX_DEPTH = 10
+# Named checkouts that manifests refer to (`source.root`), `name=/path` entries separated by the
+# path separator: a generated manifest names its suite's root, never this machine's path to it.
+SUITE_ROOTS_ENV = "FORGESTENCIL_SUITE_ROOTS"
 
 
 class ManifestError(Exception):
@@ -73,7 +77,10 @@ class Provenance(Strict):
 
 
 class Source(Strict):
-    path: str = "."  # relative to the manifest for bundled apps; absolute for outside programs
+    # A named root of FORGESTENCIL_SUITE_ROOTS (an imported suite's checkout): `path` is then
+    # relative to that root, so the manifest holds no machine's path (appgate/suites).
+    root: str | None = Field(default=None, pattern=r"^[a-z][a-z0-9_-]{0,63}$")
+    path: str = "."  # relative to the manifest for bundled apps (to `root` if set); absolute for outside programs
     # Files of the baseline with their sha256: the baseline must be byte-identical to the original.
     baseline_files: dict[str, str] = Field(min_length=1)
 
@@ -229,11 +236,34 @@ def _describe(error: dict) -> str:
     return f"{where}: {message}"
 
 
+def suite_roots() -> dict[str, Path]:
+    """The named roots of FORGESTENCIL_SUITE_ROOTS (`hecbench=/data/HeCBench:other=/x`)."""
+    roots = {}
+    for entry in os.environ.get(SUITE_ROOTS_ENV, "").split(os.pathsep):
+        name, _, folder = entry.partition("=")
+        if name.strip() and folder.strip():
+            roots[name.strip()] = Path(folder.strip()).expanduser().resolve()
+    return roots
+
+
 def _source_dir(manifest: Manifest, path: Path, problems: list[str]) -> Path:
     declared = Path(manifest.source.path)
     base = path.resolve().parent
+    if manifest.source.root is not None:
+        roots = suite_roots()
+        if manifest.source.root not in roots:
+            problems.append(f"source.root: {manifest.source.root!r} is not a configured suite root: set "
+                            f"{SUITE_ROOTS_ENV}={manifest.source.root}=/path/to/its/checkout (configured: "
+                            f"{', '.join(sorted(roots)) or 'none'})")
+            return base
+        base = roots[manifest.source.root]
+        if declared.is_absolute():
+            problems.append(f"source.path: {manifest.source.path!r} must be relative to source.root")
+            return base
     resolved = declared if declared.is_absolute() else (base / declared).resolve()
-    if not declared.is_absolute() and not resolved.is_relative_to(base):
+    if manifest.source.root is not None and not resolved.is_relative_to(base):
+        problems.append(f"source.path: {manifest.source.path!r} leaves the root {manifest.source.root!r}")
+    elif not declared.is_absolute() and not resolved.is_relative_to(base):
         problems.append(f"source.path: {manifest.source.path!r} leaves the manifest's folder; use an absolute path for outside programs")
     elif not resolved.is_dir():
         problems.append(f"source.path: no folder at {resolved}")

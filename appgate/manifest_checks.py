@@ -52,7 +52,9 @@ class Timing(Strict):
     source: Literal["wall", "pattern"]
     pattern: str | None = None  # a regex with one group: the program's own time, in `unit`
     unit: TimeUnit = "s"
-    match: Literal["first", "last"] = "last"  # which match counts when the program prints several
+    # Which match counts when the program prints several; `sum`: all of them added up (HeCBench's
+    # own runner sums the matches of its timing regex: one time per kernel, their total).
+    match: Literal["first", "last", "sum"] = "last"
 
 
 class Hotspot(Strict):

@@ -12,6 +12,7 @@ class AppRow(models.Model):
     registered_position = models.BigIntegerField()
     state = models.CharField(max_length=16, default="IN_PROGRESS")
     state_reason = models.TextField(blank=True)
+    state_code = models.CharField(max_length=40, blank=True)  # the reason's machine-readable code ("": none recorded)
     milestones = models.JSONField(default=list)  # [{milestone, detail, position}]
     result = models.CharField(max_length=120, blank=True)  # app/<architecture>/<name>
     verdict = models.CharField(max_length=16, blank=True)  # admitted | self-checked | rejected | inconclusive

@@ -31,7 +31,7 @@ class Applications(Projection):
         if event.type == "AppRegistered":
             manifest = data["manifest"]
             rows.put(key, {
-                **(row or {"state": "REGISTERED", "state_reason": "registered; the App Agent has not run on it",
+                **(row or {"state": "REGISTERED", "state_reason": "registered; the App Agent has not run on it", "state_code": "",
                            "milestones": [], "result": "", "verdict": "", "status": "", "headline": None, "headline_ci": None, "datasets": {}, "real": False,
                            "amdahl_ceiling": None, "hotspot_fraction": None, "noisy": [], "checks": None,
                            "verdict_event": "", "revisions": 0}),
@@ -45,7 +45,7 @@ class Applications(Projection):
         if event.type == "AppMilestoneReached":
             row["milestones"] = row["milestones"] + [{"milestone": data["milestone"], "detail": data["detail"], "position": event.position}]
         elif event.type == "AppStateChanged":
-            row.update(state=data["state"], state_reason=data["reason"])
+            row.update(state=data["state"], state_reason=data["reason"], state_code=data["code"] or "")
         elif event.type == "AppGateVerdict":
             admitted = data["verdict"] == "admitted"
             if not admitted and row["status"] in ("admitted", "downgraded"):

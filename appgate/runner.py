@@ -19,7 +19,7 @@ from pathlib import Path
 from measurement.harness import sandbox
 
 from .checks import (  # noqa: F401  (the judging of runs lives in appgate.checks; re-exported for callers)
-    RunResult, _matched_seconds, agreement, hotspot_of, output_files, own_verdict, seconds_of,
+    RunResult, _matched_seconds, agreement, hotspot_of, judge_run, output_files, own_verdict, seconds_of,
 )
 from .builds import BuildResult, build, fresh_source, switch_value  # noqa: F401  (builds: appgate.builds; re-exported)
 from .confined import confined, environment, substitute
@@ -62,7 +62,7 @@ def run(loaded: LoadedManifest, variant: str, binary: Path, dataset, scratch: Pa
     except subprocess.TimeoutExpired as error:
         return RunResult(False, None, time.perf_counter() - started, "", problem=f"timed out after {error.timeout:g} s")
     wall = inside if inside is not None else time.perf_counter() - started
-    result = RunResult(done.returncode == 0, done.returncode, wall, done.stdout)
+    result = RunResult(done.returncode == 0, done.returncode, wall, done.stdout, errors=(done.stderr or "")[-TAIL:])
     if done.returncode != 0:
         code = done.returncode  # a signal: negative from a bare process, 128 + N through bwrap
         signal_number = -code if code < 0 else (code - 128 if code > 128 and not sandbox.unsafe() else 0)

@@ -270,8 +270,14 @@ def settle_state(outcome: AppGateOutcome, actor: str):
     sets it (appgate.verdicts.state_after)."""
     data = outcome.verdict_event.data
     state, reason = state_after(outcome.verdict, outcome.reasons, outcome.headline, outcome.detail)
-    return append(NewEvent(stream=f"app/{data['app']}", type="AppStateChanged", actor=actor,
-                           payload={"app": data["app"], "state": state, "reason": reason}))
+    return append(NewEvent(stream=f"app/{data['app']}", type="AppStateChanged", actor=actor, payload={
+        "app": data["app"], "state": state, "reason": reason, "code": state_code(outcome.verdict, outcome.reasons)}))
+
+
+def state_code(verdict: str, reasons: list[str]) -> str:
+    """The code of the state a gate verdict leads to: a rejection's first reason (below_floor,
+    candidate_incorrect, ...), otherwise the verdict's name (admitted, self_checked, inconclusive)."""
+    return reasons[0] if verdict == "rejected" and reasons else verdict.replace("-", "_")
 
 
 def abandon_run(subject: str, reason: str, worker: dict[str, Any]) -> bool:

@@ -1,7 +1,10 @@
-"""`manage.py appgate register|run|rerun|list`: the application gate from the command line."""
+"""`manage.py appgate register|run|rerun|agent|triage|list|suite import`: the application gate from
+the command line."""
 from __future__ import annotations
 
+import json
 import sys
+from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
@@ -10,7 +13,9 @@ from forge.proposers.base import ProposerUnavailable
 from appgate.manifest import ManifestError
 from appgate.models import AppRow
 from appgate.proposers import PROPOSERS, AnthropicAppProposer
-from appgate.services import AppGateError, AppProtocol, register, rerun, run_gate, settle_state
+from appgate.services import AppGateError, AppProtocol, machine, register, rerun, run_gate, settle_state
+from appgate.suites.importer import ADAPTERS, SuiteImportError, import_suite
+from appgate.triage import manifest_paths, triage_all
 from appgate.verdicts import ceiling_problem, parity
 
 
@@ -35,7 +40,22 @@ class Command(BaseCommand):
                                 "proposed by Claude (needs ANTHROPIC_API_KEY)")
         agent.add_argument("--kernel-rounds", type=int, default=0, help="rounds of the Kernel Agent on the hotspot case (M2b)")
         agent.add_argument("--passes", type=int, default=AppProtocol.passes, help="interleaved timing passes (default 7)")
+        triage = actions.add_parser("triage", help="the App Agent's M1 alone on each manifest: BLOCKED, OUT_OF_SCOPE or "
+                                                   "RESEARCH, with the reason's code")
+        triage.add_argument("manifests", nargs="+", help="manifest files, or folders of them (*.yaml)")
+        triage.add_argument("--report", help="write the states and counts as JSON here")
         actions.add_parser("list", help="registered applications and their standing results")
+        suite = actions.add_parser("suite", help="suites of outside programs").add_subparsers(dest="suite_action", required=True)
+        imported = suite.add_parser("import", help="a manifest per program of a suite checkout, each registered; a report "
+                                                   "of what could not be inferred")
+        imported.add_argument("path", help="the suite's checkout (nothing of it is copied)")
+        imported.add_argument("--suite", required=True, choices=sorted(ADAPTERS))
+        imported.add_argument("--root-name", help="the FORGESTENCIL_SUITE_ROOTS name the manifests use (default: the suite)")
+        imported.add_argument("--model", default="cuda", help="the programming model's programs to import (default cuda)")
+        imported.add_argument("--arch", help="the GPU architecture to build for, e.g. sm_90 (default: this machine's GPU)")
+        imported.add_argument("--only", default="", help="comma-separated upstream program names (default: all)")
+        imported.add_argument("--out", help="where the manifests go (default: var/suites/<root>/<model>/)")
+        imported.add_argument("--report", help="write the report as JSON here")
 
     def handle(self, *args, **options) -> None:
         try:
@@ -83,6 +103,35 @@ class Command(BaseCommand):
             self.stdout.write(f"{milestone['milestone']:4} {milestone['detail']}")
         self.stdout.write(f"state: {row.state}: {row.state_reason}")
 
+    def do_triage(self, options) -> None:
+        report = triage_all(manifest_paths(options["manifests"]), options["actor"], self._progress)
+        for app in report["apps"]:
+            self.stdout.write(f"{app['app'] or app['manifest']}: {app['state'] or '-'} [{app['code']}] {app['reason'][:200]}")
+        self.stdout.write(f"{report['triaged']} triaged: " + ", ".join(f"{k} {v}" for k, v in report["by_reason"].items()))
+        _write_json(options["report"], report)
+
+    def do_suite(self, options) -> None:
+        arch = options["arch"]
+        if arch is None and ADAPTERS[options["suite"]].models.get(options["model"]) == "cuda":
+            try:
+                arch = machine("cuda").get("arch")
+            except AppGateError as error:
+                raise CommandError(f"--arch is needed: no GPU here to read it from ({error})") from None
+        try:
+            report = import_suite(options["path"], options["suite"], root_name=options["root_name"], model=options["model"],
+                                  arch=arch, only=tuple(n for n in options["only"].split(",") if n), out=options["out"],
+                                  actor=options["actor"], progress=self._progress)
+        except SuiteImportError as error:
+            raise CommandError(str(error)) from None
+        counts = report["counts"]
+        self.stdout.write(f"{counts['programs']} programs: {counts['imported']} imported (manifests in {report['manifests']}), "
+                          f"{counts['refused']} refused")
+        for code, count in counts["refused_by_first_reason"].items():
+            self.stdout.write(f"  refused {count:4} {code}")
+        for code, count in counts["imported_notes"].items():
+            self.stdout.write(f"  noted   {count:4} {code}")
+        _write_json(options["report"], report)
+
     def do_list(self, options) -> None:
         rows = list(AppRow.objects.order_by("name"))
         width = max([len("app"), *(len(row.name) for row in rows)])  # names run to 64 characters
@@ -124,6 +173,12 @@ class Command(BaseCommand):
                               + (" (the headline is above it: a measurement problem)"
                                  if ceiling_problem(data["headline"], data["amdahl_ceiling"]) else ""))
         self.stdout.write(f"REAL: {'yes' if data['real'] else 'no'}; verdict event #{outcome.verdict_event.position}")
+
+
+def _write_json(path: str | None, report: dict) -> None:
+    if path:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text(json.dumps(report, indent=1) + "\n")
 
 
 def _s(seconds: float | None) -> str:
