@@ -10,12 +10,14 @@ import os
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from django.conf import settings
 
+from ledger.errors import ConcurrencyError
+from ledger.selectors import stream_version
 from ledger.services import NewEvent, append, append_many
 from measurement.backends.base import Kernel, Variant
 from measurement.harness.cases import Case, parse_case
@@ -257,33 +259,84 @@ def _candidate_reasons(report: MeasurementReport, candidate: VariantReport) -> t
         floor_seconds=lambda: report.case.compulsory_bytes / report.copy_bandwidth, launch_overhead=report.launch_overhead)
 
 
+# Each conflict is another writer's event landing on the result's stream during one measurement
+# (a verdict, a revision, a sign-off): a few in a row means the stream is busy, not a bug to loop on.
+DECIDE_TRIES = 5
+
+
 def gate_candidate(case_id: str, backend: str, kernel: Kernel, actor: str, hypothesis: str = "",
                    protocol: ProtocolSettings | None = None, progress=None) -> GateOutcome:
+    """Measure the candidate against the persisted prior best and record the verdict at the result
+    stream's version read before that prior best (style rule 5). Another worker's verdict landing
+    during the measurement (minutes) fails the append; the verdict is then decided again against
+    what stands now: from the same measurement when the decision needs no timing it lacks (the
+    candidate fails on its own, or the prior best is unchanged or gone), else measured again with
+    the new prior best. Without this two workers could both be admitted and the results table keep
+    the later, even if slower (issue 21; docs/architecture.md, "Appends that decide")."""
     key = result_key(backend, case_id)
-    prior = selectors.admitted_kernel(key)
-    if prior is not None and source_hash(prior.source) == source_hash(kernel.source):
-        prior = None
-    report = measure(case_id, backend, kernel, prior, protocol, progress)
-    return record_verdict(report, key, actor, hypothesis)
+    report: MeasurementReport | None = None
+    again = ""
+    for _ in range(DECIDE_TRIES):
+        version = stream_version(key)  # before the prior best: an admission between the two fails the append
+        prior = selectors.admitted_kernel(key)
+        if prior is not None and source_hash(prior.source) == source_hash(kernel.source):
+            prior = None
+        if report is None or _needs_measuring(report, prior):
+            report = measure(case_id, backend, kernel, prior, protocol, progress)
+        try:
+            return record_verdict(report, key, actor, hypothesis, prior=prior, expected_version=version, again=again)
+        except ConcurrencyError:
+            again = "decided again: the result changed while this candidate was measured"
+    raise MeasurementError(f"{key} changed {DECIDE_TRIES} times while this verdict was being recorded: gate the candidate again")
+
+
+def _measured_prior(report: MeasurementReport) -> str | None:
+    prior = report.variants.get("prior_best")
+    return source_hash(prior.variant.kernel.source) if prior is not None else None
+
+
+def _judged_against(report: MeasurementReport, prior: Kernel | None) -> MeasurementReport:
+    """The report as a verdict against `prior` (the kernel standing when it is recorded) compares
+    it: a measured prior best that no longer stands is left out of the decision; its samples stay
+    in the evidence (CandidateMeasured)."""
+    measured = _measured_prior(report)
+    if measured is None or (prior is not None and measured == source_hash(prior.source)):
+        return report
+    return replace(report, variants={name: v for name, v in report.variants.items() if name != "prior_best"})
+
+
+def _needs_measuring(report: MeasurementReport, prior: Kernel | None) -> bool:
+    """Whether deciding against `prior` needs a timing this report lacks: the prior best's, taken in
+    the same run (the regression rule compares interleaved medians only). Not when the candidate is
+    rejected without it (a failed check, no speed over the public bound)."""
+    if prior is None or _measured_prior(report) == source_hash(prior.source):
+        return False
+    judged = _judged_against(report, prior)
+    return not _candidate_reasons(judged, judged.variants["candidate"])[0]
 
 
 Decide = Callable[[MeasurementReport, list[str], tuple[float, float] | None], tuple[str, str]]
 
 
 def record_verdict(report: MeasurementReport, key: str, actor: str, hypothesis: str, *, revises: str | None = None,
-                   decide: Decide | None = None) -> GateOutcome:
-    """Judge the candidate and record the evidence and the verdict in one transaction. A gate run
-    admits or rejects; a re-run (`revises`: the verdict it re-checks) lets `decide` name its
-    verdict and why it is inconclusive, if it is (measurement.decisions.rerun_verdict)."""
-    candidate = report.variants["candidate"]
-    reasons, detail, speedup, ci = _candidate_reasons(report, candidate)
-    verdict, inconclusive = decide(report, reasons, ci) if decide else ("rejected" if reasons else "admitted", "")
-    if inconclusive:
-        detail = f"{inconclusive}; {detail}"  # why first: pages show it as "inconclusive (why)"
+                   decide: Decide | None = None, prior: Kernel | None = None, expected_version: int | None = None,
+                   again: str = "") -> GateOutcome:
+    """Judge the candidate against `prior` (the standing prior best; None: none) and record the
+    evidence and the verdict in one transaction, at `expected_version` of the result's stream when
+    given (ConcurrencyError when it moved on). A gate run admits or rejects; a re-run (`revises`: the
+    verdict it re-checks) lets `decide` name its verdict and why it is inconclusive, if it is
+    (measurement.decisions.rerun_verdict). `again`: why the verdict was decided a second time."""
+    judged = _judged_against(report, prior)
+    candidate = judged.variants["candidate"]
+    reasons, detail, speedup, ci = _candidate_reasons(judged, candidate)
+    verdict, inconclusive = decide(judged, reasons, ci) if decide else ("rejected" if reasons else "admitted", "")
+    if verdict == "admitted" and prior is not None and _measured_prior(judged) is None:
+        raise MeasurementError("an admission needs the standing prior best timed in the same run")  # gate_candidate measures it
+    detail = "; ".join(filter(None, [inconclusive, again, detail]))  # why first: pages show it as "inconclusive (why)"
     measured_id = uuid.uuid4()
-    bound = report.bound
+    bound = judged.bound
     measured = NewEvent(stream=key, type="CandidateMeasured", actor=actor, event_id=measured_id,
-                        payload={**report.evidence(), "hypothesis": hypothesis})
+                        expected_version=expected_version, payload={**report.evidence(), "hypothesis": hypothesis})
     verdict_payload = {
         "result": key,
         "case": report.case.id,
@@ -301,9 +354,9 @@ def record_verdict(report: MeasurementReport, key: str, actor: str, hypothesis: 
         "speedup": speedup,
         "speedup_ci": list(ci) if ci else None,
         "bound": report._summary(bound) if bound else None,
-        "baselines": _baseline_ratios(report, candidate),
+        "baselines": _baseline_ratios(judged, candidate),
         "same_precision": (bound.precision == report.case.precision) if bound else None,
-        "prior_best": _prior_summary(report),
+        "prior_best": _prior_summary(judged, prior),
         "revises": revises,
     }
     measured_event, verdict_event = append_many(  # one transaction: evidence and verdict together
@@ -325,14 +378,16 @@ def _baseline_ratios(report: MeasurementReport, candidate: VariantReport) -> dic
     }
 
 
-def _prior_summary(report: MeasurementReport) -> dict | None:
-    prior = report.variants.get("prior_best")
-    if prior is None:
-        return None
+def _prior_summary(report: MeasurementReport, prior: Kernel | None) -> dict | None:
+    """The prior best the verdict was judged against; one standing but not timed in this run (the
+    candidate was rejected without it, gate_candidate) has no median."""
+    measured = report.variants.get("prior_best")
+    if measured is None:
+        return None if prior is None else {"source_hash": source_hash(prior.source), "median": None, "correct": None}
     return {
-        "source_hash": source_hash(prior.variant.kernel.source),
-        "median": prior.timing.median if prior.timing else None,
-        "correct": prior.correctness.correct,
+        "source_hash": source_hash(measured.variant.kernel.source),
+        "median": measured.timing.median if measured.timing else None,
+        "correct": measured.correctness.correct,
     }
 
 
