@@ -32,11 +32,18 @@ class OperatorRowSerializer(serializers.Serializer):
     over_torch_conv = serializers.FloatField(allow_null=True)
     over_composed = serializers.FloatField(allow_null=True, help_text="over the hardest composed bound (temporal cases)")
     fraction_of_copy = serializers.FloatField(allow_null=True, help_text="of the measured copy bandwidth")
+    device = serializers.CharField(help_text="of the measurement behind the verdict ('' without one)")
+    flop_per_byte = serializers.FloatField(allow_null=True, help_text="the case's flops / compulsory bytes")
+    bound_class = serializers.ChoiceField(choices=["memory-bound", "compute-bound", "unknown"],
+                                          help_text="against the device's balance: FP32 peak / measured copy bandwidth")
+    roofline_ceiling = serializers.FloatField(allow_null=True, help_text="the bound's median / the roofline time: the most "
+                                                                         "any kernel could gain over that bound there")
     verdict_position = serializers.IntegerField(allow_null=True)
     history = serializers.CharField(help_text="the revisions' lines, ' | '-separated: 'was 1.850x over ...; 0.770x over ...'")
+    signoffs = serializers.IntegerField(help_text="different reviewers who signed off the current version")
     publishable = serializers.BooleanField(help_text="two different reviewers signed off the current version")
-    provenance_url = serializers.CharField()
-    api_provenance_url = serializers.CharField()
+    provenance_url = serializers.CharField(help_text="absolute; empty for a case without a result")
+    api_provenance_url = serializers.CharField(help_text="absolute; empty for a case without a result")
 
 
 class ApplicationRowSerializer(serializers.Serializer):
@@ -62,6 +69,7 @@ class ApplicationRowSerializer(serializers.Serializer):
     noisy = serializers.CharField(help_text="datasets still noisy after every attempt (the verdict is inconclusive)")
     parity = serializers.BooleanField(help_text="a standing result whose 95% CI reaches 1.0: not shown to be faster")
     above_ceiling = serializers.BooleanField(help_text="the headline is above its Amdahl ceiling: a measurement problem")
+    signoffs = serializers.IntegerField(help_text="different reviewers who signed off the current version")
     publishable = serializers.BooleanField()
     provenance_url = serializers.CharField()
     api_provenance_url = serializers.CharField()

@@ -125,3 +125,11 @@ def test_a_freeze_made_before_columns_were_added_still_checks(ledger, speed_rule
     review.retract(key, "the bound was built without -O3", "user:maintainer")  # a real change still shows
     assert not publication.check_freeze(event.position)["tables"]["operator-cases"]["matches"]
     assert record_from_row(Event.objects.get(position=event.position)).data["tables"]["operator-cases"]["rows"] == 1
+
+
+def test_the_api_schema_documents_every_column_of_both_tables(db, client):
+    from frontend.tables import APPLICATION_COLUMNS
+
+    schemas = client.get("/api/schema/", {"format": "json"}).json()["components"]["schemas"]
+    assert list(schemas["OperatorRow"]["properties"]) == OPERATOR_COLUMNS
+    assert list(schemas["ApplicationRow"]["properties"]) == APPLICATION_COLUMNS
