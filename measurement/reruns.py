@@ -28,6 +28,10 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
+from django.db import transaction
+
+from ledger.errors import ConcurrencyError
+from ledger.selectors import stream_version
 from ledger.services import NewEvent, append
 from measurement.backends.base import Kernel
 from measurement.harness.cases import CaseError, parse_case
@@ -35,6 +39,7 @@ from measurement.harness.plan import ProtocolSettings
 
 from . import selectors, services
 from .decisions import kept_spread, rerun_verdict, revision
+from .models import OperatorResult
 from .reports import MeasurementReport
 from .services import GateOutcome, MeasurementError, result_key
 from .tuning import tune_baseline
@@ -47,15 +52,33 @@ def _decide(report: MeasurementReport, reasons: list[str], ci: tuple[float, floa
 
 def rerun_gate(case_id: str, backend: str, actor: str, protocol: ProtocolSettings | None = None, progress=None) -> tuple[GateOutcome, Any]:
     """Re-run the gate on the admitted kernel; retract or downgrade when the result conclusively
-    no longer holds (module docstring). Returns the verdict and the revision event, if any."""
+    no longer holds (module docstring). Returns the verdict and the revision event, if any.
+
+    The verdict and its revision are one append at the result stream's version read with the
+    standing result (style rule 5): when it moved on during the measurement, the re-run decides
+    again from the same measurement if the same kernel still stands (a downgrade or sign-off
+    meanwhile), measures the new one if another was admitted, and stops if it was retracted."""
     key = result_key(backend, parse_case(case_id).id)  # an alias: CaseError naming the canonical id
-    current = selectors.operator_result(key)
-    if current is None or current.status == "retracted":
-        raise MeasurementError(f"{key} has no admitted kernel to re-run (status: {current.status if current else 'none'})")
-    kernel = Kernel(current.source, current.launch)
-    report = services.measure(case_id, backend, kernel, None, protocol, progress)
-    outcome = services.record_verdict(report, key, actor, "gate re-run of the admitted kernel",
-                                      revises=current.verdict_event, decide=partial(_decide, standing=current.speedup))
+    report: MeasurementReport | None = None
+    for _ in range(services.DECIDE_TRIES):
+        version = stream_version(key)  # before the result: a revision between the two fails the append
+        current = selectors.operator_result(key)
+        if current is None or current.status == "retracted":
+            raise MeasurementError(f"{key} has no admitted kernel to re-run (status: {current.status if current else 'none'})")
+        kernel = Kernel(current.source, current.launch)
+        if report is None or report.variants["candidate"].variant.kernel != kernel:
+            report = services.measure(case_id, backend, kernel, None, protocol, progress)
+        try:
+            with transaction.atomic():  # the verdict and its revision, or neither
+                return _record(report, key, current, actor, version)
+        except ConcurrencyError:
+            continue
+    raise MeasurementError(f"{key} changed {services.DECIDE_TRIES} times while this re-run was being recorded: re-run it again")
+
+
+def _record(report: MeasurementReport, key: str, current: OperatorResult, actor: str, version: int) -> tuple[GateOutcome, Any]:
+    outcome = services.record_verdict(report, key, actor, "gate re-run of the admitted kernel", revises=current.verdict_event,
+                                      decide=partial(_decide, standing=current.speedup), expected_version=version)
     was = {"speedup": current.speedup, "speedup_ci": current.speedup_ci, "bound": current.bound,
            "baselines": current.baselines}
     verdict = outcome.verdict_event.payload
@@ -63,12 +86,13 @@ def rerun_gate(case_id: str, backend: str, actor: str, protocol: ProtocolSetting
                 "baselines": verdict["baselines"]}
     common = {"result": key, "rerun": str(outcome.verdict_event.event_id), "revises": current.verdict_event,
               "was": was, "measured": measured}
+    after = outcome.verdict_event.version
     kind = revision(outcome.verdict, outcome.speedup_ci, current.speedup)
     if kind == "ResultRetracted":
-        return outcome, append(NewEvent(stream=key, type=kind, actor=actor, payload={
+        return outcome, append(NewEvent(stream=key, type=kind, actor=actor, expected_version=after, payload={
             **common, "reason": f"gate re-run: {', '.join(outcome.reasons)}: {history_line(was, measured, outcome.detail)}"}))
     if kind == "ResultDowngraded":
-        return outcome, append(NewEvent(stream=key, type=kind, actor=actor, payload={
+        return outcome, append(NewEvent(stream=key, type=kind, actor=actor, expected_version=after, payload={
             **common, "from_value": current.speedup, "to_value": outcome.speedup, "unit": "x",
             "reason": f"gate re-run: {history_line(was, measured, outcome.detail)}"}))
     return outcome, None

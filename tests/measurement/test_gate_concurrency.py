@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from ledger.selectors import stream_events
+from ledger.review import retract
 from ledger.services import NewEvent, append
 from ledger.verification import verify_ledger
 from measurement import services
@@ -14,7 +15,8 @@ from measurement.backends.base import Kernel
 from measurement.harness.plan import ProtocolSettings
 from measurement.models import OperatorResult
 from measurement.reports import source_hash
-from measurement.services import gate_candidate, result_key
+from measurement.reruns import rerun_gate
+from measurement.services import MeasurementError, gate_candidate, result_key
 
 CHEATS = Path(__file__).parent / "cheats"
 HONEST = (CHEATS / "honest.c").read_text()
@@ -40,17 +42,17 @@ def admitted_elsewhere(kernel: Kernel, median: float) -> None:
 
 @pytest.fixture
 def competitor(monkeypatch):
-    """Makes the first measurement of a gate end with `kernel` admitted by another worker; records
-    the prior best every measurement was given."""
+    """Makes the first measurement end with another writer's event (`meanwhile()`; by default
+    `kernel` admitted by another worker); records the prior best each measurement was given."""
     real = services.measure
     given: list[str | None] = []
 
-    def arm(kernel: Kernel, median: float) -> list[str | None]:
+    def arm(kernel: Kernel | None = None, median: float = 0.0, meanwhile=None) -> list[str | None]:
         def measure(case_id, backend, candidate=None, prior_best=None, *args, **kwargs):
             report = real(case_id, backend, candidate, prior_best, *args, **kwargs)
             given.append(source_hash(prior_best.source) if prior_best else None)
             if len(given) == 1:
-                admitted_elsewhere(kernel, median)
+                meanwhile() if meanwhile else admitted_elsewhere(kernel, median)
             return report
 
         monkeypatch.setattr(services, "measure", measure)
@@ -96,4 +98,24 @@ def test_a_candidate_failing_on_its_own_is_rejected_from_the_same_measurement(le
     assert outcome.verdict_event.data["prior_best"] == {"source_hash": source_hash(FAST.source), "median": None,
                                                          "correct": None}
     assert OperatorResult.objects.get(result=KEY).source == FAST.source
+    assert verify_ledger().ok
+
+
+def test_a_rerun_measures_the_kernel_admitted_during_its_measurement_and_revises_that_one(ledger, competitor):
+    admitted_elsewhere(SLOW, 1e-2)
+    given = competitor(FAST, 1e-4)
+    outcome, _ = rerun_gate(CASE, "cpu", "user:reviewer", QUICK)
+    assert given == [None, None]  # a re-run times the standing kernel alone, twice here
+    assert outcome.report.variants["candidate"].variant.kernel == FAST
+    standing = OperatorResult.objects.get(result=KEY)
+    assert outcome.verdict_event.data["revises"] == str(standing.verdict_event)  # FAST's admission, not SLOW's
+    assert verify_ledger().ok
+
+
+def test_a_rerun_of_a_result_retracted_during_its_measurement_records_nothing(ledger, competitor):
+    admitted_elsewhere(FAST, 1e-4)
+    competitor(meanwhile=lambda: retract(KEY, "withdrawn by its author", "user:reviewer"))
+    with pytest.raises(MeasurementError, match="no admitted kernel to re-run .status: retracted"):
+        rerun_gate(CASE, "cpu", "user:reviewer", QUICK)
+    assert [e.type for e in stream_events(KEY)] == ["GateVerdict", "ResultRetracted"]
     assert verify_ledger().ok
