@@ -2,14 +2,15 @@
 every step a milestone event.
 
 M1 locate the hotspot and measure the application's own baseline (exit: BLOCKED when this
-machine cannot run the architecture, or the baseline does not build, run, verify or run long
-enough to time; OUT_OF_SCOPE when no stencil hotspot carries enough of the time for a kernel to
-matter; each exit with a machine-readable code); `triage` stops after M1 (RESEARCH when in
-scope: an imported suite's programs are triaged before any is forged); M2a the framework-level candidate, from the proposer; M2b the
-Kernel Agent forges the hot operator's case and the agent takes back an admitted kernel through
-the forged-kernel library (it never reads the operator map itself) and splices it into the
-candidate, over the file the manifest names as the hot loop's kernel (hotspot.kernel_file), as a
-recorded patch; M3 the application gate on that candidate, with the baseline M1 built;
+machine cannot run the architecture, or the baseline does not build, run or verify; OUT_OF_SCOPE
+when no stencil hotspot carries enough of the time for a kernel to matter; each exit with a
+machine-readable code); `triage` stops after M1 (BLOCKED also when the baseline runs too short
+to time; RESEARCH when in scope: an imported suite's programs are triaged before any is forged);
+M2a the framework-level candidate, from the proposer; M2b the Kernel Agent forges the hot
+operator's case and the agent takes back an admitted kernel through the forged-kernel library (it
+never reads the operator map itself) and splices it into the candidate, over the file the
+manifest names as the hot loop's kernel (hotspot.kernel_file), as a recorded patch; M3 the
+application gate on that candidate, with the baseline M1 built;
 M4 integrate (INTEGRATED) or stop (RESEARCH when the candidate is wrong, DROPPED when it is
 correct but not worth it).
 """
@@ -81,8 +82,8 @@ def run_agent(manifest: str | Path, actor: str, kernel_rounds: int = 0, protocol
             try:
                 candidate = proposer.propose(loaded, baseline)
             except GenerationFailure as failure:
-                _state(name, "RESEARCH", f"M2a: the {proposer.name} proposer gave no candidate ({failure.kind}): {failure}",
-                       actor, "no_candidate")
+                _state(name, "RESEARCH", f"M2a: the {proposer.name} proposer gave no candidate ({failure.kind}): "
+                       f"{failure}", actor, "no_candidate")
                 return AppRow.objects.get(name=name)
             candidate_event = str(record_candidate(loaded, candidate, actor).event_id)
         _milestone(name, "M2a", f"candidate from the {candidate.proposer} proposer: {candidate.subject}", actor,
@@ -121,7 +122,8 @@ def triage(manifest: str | Path, actor: str, progress: Callable[[str], None] | N
     return AppRow.objects.get(name=name)
 
 
-def _m1(loaded, scratch: Path, actor: str, min_seconds: float = 0.0) -> tuple[dict, dict[str, BuildResult], Exit | None]:
+def _m1(loaded, scratch: Path, actor: str, min_seconds: float = 0.0) -> tuple[dict, dict[str, BuildResult],
+                                                                              Exit | None]:
     """M1: the baseline measured (its builds kept for the gate), and the exit it calls for, or
     None when the application is in scope (M1 milestone recorded); a dataset timed under
     `min_seconds` blocks it (too_short)."""
@@ -138,7 +140,8 @@ def _m1(loaded, scratch: Path, actor: str, min_seconds: float = 0.0) -> tuple[di
     _milestone(name, "M1", f"baseline runs and verifies on {len(baseline['datasets'])} dataset(s); hotspot "
                + (f"{case}, {fraction:.0%} of the time" if fraction is not None else "not reported"), actor, baseline)
     if fraction is None or case is None or fraction < MIN_HOTSPOT_FRACTION:
-        code = "hotspot_unmeasured" if fraction is None else "no_hotspot_case" if case is None else "hotspot_below_share"
+        code = ("hotspot_unmeasured" if fraction is None else "no_hotspot_case" if case is None
+                else "hotspot_below_share")
         return baseline, built, Exit("OUT_OF_SCOPE", "no stencil hotspot carries at least "
                                      f"{MIN_HOTSPOT_FRACTION:.0%} of the time (measured: "
                                      f"{'none' if fraction is None else f'{fraction:.0%}'})", code)
@@ -213,8 +216,8 @@ def _measure_baseline(loaded, scratch: Path, min_seconds: float) -> tuple[dict, 
         code, why = runner.judge_run(loaded, ran)
         seconds, hot = runner.seconds_of(loaded, ran), runner.hotspot_of(loaded, ran)
         if not code and seconds < min_seconds:
-            code, why = "too_short", (f"{seconds * 1e3:.3g} ms by its clock ({loaded.manifest.timing.source}), under the "
-                                      f"{min_seconds * 1e3:g} ms a fair timing needs")
+            code, why = "too_short", (f"{seconds * 1e3:.3g} ms by its clock ({loaded.manifest.timing.source}), "
+                                      f"under the {min_seconds * 1e3:g} ms a fair timing needs")
         if code:
             result["problem"], result["code"] = f"the baseline fails on {dataset.name}: {why}", code
             return result, built

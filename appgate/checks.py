@@ -81,7 +81,8 @@ def _matched_seconds(pattern: str | None, text: str, unit: str = "s", match: str
 
 # What a program prints when a file it reads is not there (stdout or stderr, any case): a run
 # that fails so is missing an input (HeCBench keeps files of 1 MB or more out of git).
-MISSING_FILE = r"(?i)no such file|(?:cannot|can't|could not|couldn't|unable to|failed to|fail to) (?:open|read|find)|error opening|file not found"
+MISSING_FILE = (r"(?i)no such file|(?:cannot|can't|could not|couldn't|unable to|failed to|fail to) (?:open|read|find)"
+                r"|error opening|file not found")
 
 
 def own_verdict(loaded: LoadedManifest, result: RunResult) -> tuple[bool, str]:
@@ -101,7 +102,8 @@ def judge_run(loaded: LoadedManifest, result: RunResult) -> tuple[str, str]:
         said = f"{result.stdout}\n{result.errors}"
         if patterns.search(MISSING_FILE, said):
             return "missing_input", f"{result.problem or 'the run failed'}: {_line(MISSING_FILE, said)}"
-        return "run_failed", (result.problem or "the run failed") + (f"; {tail(result.errors)}" if result.errors.strip() else "")
+        errors = f"; {tail(result.errors)}" if result.errors.strip() else ""
+        return "run_failed", (result.problem or "the run failed") + errors
     m = loaded.manifest
     own = m.correctness.own_check
     said = "ran"
@@ -109,14 +111,15 @@ def judge_run(loaded: LoadedManifest, result: RunResult) -> tuple[str, str]:
         if patterns.search(own.failure_pattern, result.stdout):
             return "own_check_failed", f"the program reported failure ({_line(own.failure_pattern, result.stdout)})"
         if not patterns.search(own.result_pattern, result.stdout):
-            return "own_check_failed", ("the program did not report its verification result (own_check.result_pattern); "
-                                        + tail(result.stdout))
+            return "own_check_failed", ("the program did not report its verification result "
+                                        f"(own_check.result_pattern); {tail(result.stdout)}")
         said = _line(own.result_pattern, result.stdout)
     for index, c in enumerate(m.correctness.compare):
         if c.source == "file" and result.outputs.get(c.file) is None:
             return "no_compared_output", f"no output file {c.file} (correctness.compare.{index})"
         if c.source == "stdout" and not patterns.search(c.pattern, result.stdout):
-            return "no_compared_output", f"nothing in the output matches correctness.compare.{index}.pattern; {tail(result.stdout)}"
+            return "no_compared_output", (f"nothing in the output matches correctness.compare.{index}.pattern; "
+                                          f"{tail(result.stdout)}")
     if m.timing.source == "pattern" and seconds_of(loaded, result) is None:
         return "no_time", f"the program did not report its time (timing.pattern); {tail(result.stdout)}"
     return "", said

@@ -35,7 +35,8 @@ from .manifest_checks import Correctness, Hotspot, Strict, Timing, clock_problem
 # SPDX identifiers accepted for a bundled or outside program's licence.
 LICENCES = frozenset({
     "MIT", "BSD-2-Clause", "BSD-3-Clause", "Apache-2.0", "GPL-2.0-only", "GPL-2.0-or-later", "GPL-3.0-only",
-    "GPL-3.0-or-later", "LGPL-2.1-only", "LGPL-2.1-or-later", "LGPL-3.0-only", "LGPL-3.0-or-later", "MPL-2.0", "ISC", "Unlicense", "CC0-1.0", "Zlib",
+    "GPL-3.0-or-later", "LGPL-2.1-only", "LGPL-2.1-or-later", "LGPL-3.0-only", "LGPL-3.0-or-later", "MPL-2.0", "ISC",
+    "Unlicense", "CC0-1.0", "Zlib",
 })
 NAME = r"^[a-z][a-z0-9_-]{1,63}$"
 PLACEHOLDER = re.compile(r"\{(\w+)\}")

@@ -31,7 +31,8 @@ class Applications(Projection):
         if event.type == "AppRegistered":
             manifest = data["manifest"]
             rows.put(key, {
-                **(row or {"state": "REGISTERED", "state_reason": "registered; the App Agent has not run on it", "state_code": "",
+                **(row or {"state": "REGISTERED", "state_reason": "registered; the App Agent has not run on it",
+                           "state_code": "",
                            "milestones": [], "result": "", "verdict": "", "status": "", "headline": None, "headline_ci": None, "datasets": {}, "real": False,
                            "amdahl_ceiling": None, "hotspot_fraction": None, "noisy": [], "checks": None,
                            "verdict_event": "", "revisions": 0}),

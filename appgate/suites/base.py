@@ -104,7 +104,8 @@ def licence_of(text: str, program_texts: list[str]) -> tuple[str | None, str]:
     if heads:
         return heads[0], ""
     if "Redistribution and use in source and binary forms" in flat:
-        return ("BSD-3-Clause" if "Neither the name" in flat or "names of its contributors" in flat else "BSD-2-Clause"), ""
+        three = "Neither the name" in flat or "names of its contributors" in flat
+        return ("BSD-3-Clause" if three else "BSD-2-Clause"), ""
     return None, f"a licence not recognised: {flat[:120]!r}"
 
 
@@ -113,7 +114,8 @@ def authors_of(text: str) -> str | None:
     for line in text.splitlines():
         found = re.search(r"Copyright\s*(?:\(c\)|©)?\s*([^\n]+)", line, re.I)
         if found:
-            holder = re.sub(r"^[\s\d,\-–]+|\s*All rights reserved\.?|\(c\)|©", "", found.group(1), flags=re.I).strip(" .,")
+            holder = re.sub(r"^[\s\d,\-–]+|\s*All rights reserved\.?|\(c\)|©", "", found.group(1), flags=re.I)
+            holder = holder.strip(" .,")
             if len(holder) >= 3:
                 return holder[:200]
     return None
@@ -204,7 +206,8 @@ def correctness(program: Program, texts: list[str]) -> dict | None:
     if not compare:
         program.note("compare_not_inferred", why_not_compared)
     if own is None and not compare:
-        program.refuse("no_check", f"neither an own check ({why_not_own}) nor an output to compare ({why_not_compared})")
+        program.refuse("no_check", f"neither an own check ({why_not_own}) nor an output to compare "
+                       f"({why_not_compared})")
         return None
     block: dict = {"own_check": own} if own else {}
     if compare:

@@ -52,8 +52,8 @@ class HecbenchAdapter:
     def programs(self, root: Path, options: Options) -> list[str]:
         """Every program of the model: each with test metadata in benchmarks.yaml for the model,
         and each with a folder src/<name>-<model>/ (with or without metadata)."""
-        listed = [name for name, entry in _metadata(root).items() if options.model in ((entry or {}).get("models") or [])
-                  and (entry or {}).get("test")]
+        listed = [name for name, entry in _metadata(root).items()
+                  if options.model in ((entry or {}).get("models") or []) and (entry or {}).get("test")]
         folders = [p.name[: -len(options.model) - 1] for p in (root / "src").glob(f"*-{options.model}") if p.is_dir()]
         names = sorted(set(listed) | set(folders))
         return [n for n in names if n in options.only] if options.only else names
@@ -63,47 +63,35 @@ class HecbenchAdapter:
         folder = top / "src" / f"{name}-{options.model}"
         program = Program(name, folder.relative_to(top).as_posix() if folder.is_dir() else "")
         entry = _metadata(root).get(name) or {}
-        test = entry.get("test")
+        test, make = entry.get("test"), folder / "Makefile"
+        unlisted = (f"benchmarks.yaml has no test block for {name}" if name in _metadata(root)
+                    else f"{name} is not in benchmarks.yaml")
         if not folder.is_dir():
             return program.refuse("missing_source", f"benchmarks.yaml has test metadata for {name}, but the checkout "
                                   f"has no folder src/{name}-{options.model}/")
-        if not test:
-            return program.refuse("no_test_metadata", f"benchmarks.yaml has no test block for {name} (no arguments, no "
-                                  "timing regex)" if name in _metadata(root) else f"{name} is not in benchmarks.yaml")
-        make = folder / "Makefile"
         if not make.is_file():
-            return program.refuse("no_makefile", f"src/{folder.name}/ has no Makefile (upstream builds it with CMake)")
+            return program.refuse(*(("no_makefile", f"src/{folder.name}/ has no Makefile (upstream builds it with "
+                                                    "CMake)") if test else
+                                    ("no_test_metadata", f"{unlisted}, and src/{folder.name}/ has no Makefile")))
         facts = _makefile(make.read_text(errors="replace"))
         build_command = _build_command(program, facts, options)
-        include_dirs = [(folder / d).resolve() for d in facts["include_dirs"]]
-        units = sorted(p for p in sources.program_files(folder) if p.suffix in sources.COMPILED)
-        closure = sources.include_closure(units, include_dirs, top)
-        absent = [f"-I{w}" for w, d in zip(facts["include_dirs"], include_dirs) if not d.is_dir() and d.is_relative_to(top)]
-        if absent and closure.unresolved:  # the headers the build cannot find were to come from there
-            program.refuse("missing_build_file", f"the Makefile's {', '.join(absent)} names no folder in the checkout, and "
-                           f"{', '.join(closure.unresolved[:5])} is found nowhere")
-        elif absent:
-            program.note("missing_include_dir", f"the Makefile's {', '.join(absent)} names no folder in the checkout "
-                         "(no header of the program is looked up there)")
-        closure.files.update([make.resolve(), *[(folder / m).resolve() for m in facts["makefiles"]
-                                                if (folder / m).is_file()]])
-        if closure.unresolved:
-            program.note("unresolved_include", "taken as system headers: " + ", ".join(closure.unresolved[:10]))
-        main = sources.entry_file(sorted(closure.files), folder.resolve())
-        if main is None:
-            program.refuse("no_main", f"no compiled file of src/{folder.name}/ defines main")
-        texts = [sources.read(p) for p in sorted(closure.files) if p.suffix in sources.COMPILED | sources.HEADERS]
-        timing = _timing(program, test["regex"], texts)
-        datasets = _arguments(program, test, facts, folder, top)
+        closure, main, texts = _read_sources(program, folder, make, facts, top)
+        if test:
+            timing = _timing(program, test["regex"], texts)
+            datasets = _arguments(program, [str(a) for a in test.get("args") or []], facts["run_args"], folder, top)
+        else:
+            timing = _timing_from_source(program, unlisted, facts, texts)
+            datasets = _arguments(program, None, facts["run_args"], folder, top) if timing else {}
         checks = correctness(program, texts)
         licence, authors = _licence(program, folder, top, texts)
         name_of_app = app_name(options.root_name, folder.name)
         if name_of_app is None:
-            program.refuse("name_unusable", f"{options.root_name}-{folder.name} is no application name (64 characters at most)")
+            program.refuse("name_unusable", f"{options.root_name}-{folder.name} is no application name (64 characters "
+                           "at most)")
         if program.refusals or build_command is None or main is None or checks is None or timing is None:
             return program
-        base = source_base(folder.resolve(), [p for p in closure.files | {q for a in datasets.values() for q in a.paths()}
-                                              if not p.is_relative_to(folder.resolve())])
+        needed = closure.files | {path for arguments in datasets.values() for path in arguments.paths()}
+        base = source_base(folder.resolve(), [p for p in needed if not p.is_relative_to(folder.resolve())])
         blocks = []
         for dataset_name, arguments in datasets.items():
             block, problem = dataset(dataset_name, arguments, base)
@@ -111,20 +99,22 @@ class HecbenchAdapter:
                 return program.refuse("dataset_unusable", f"{dataset_name}: {problem}")
             blocks.append(block)
         if base != folder.resolve():
-            program.note("source_root_widened", f"the build or a dataset reaches outside src/{folder.name}/: the source "
-                         f"folder is {base.relative_to(top).as_posix() or '.'} (every build copies all of it)")
+            program.note("source_root_widened", f"the build or a dataset reaches outside src/{folder.name}/: the "
+                         f"source folder is {base.relative_to(top).as_posix() or '.'} (every build copies all of it)")
         relative = folder.resolve().relative_to(base).as_posix()
         architecture = self.models[options.model]
         categories = ", ".join(entry.get("categories") or []) or "uncategorised"
         program.note("larger_dataset_not_inferred", "the meaning of the arguments is not in the metadata: no dataset "
                      "larger than upstream's was inferred; size them on the GPU")
-        program.note("hotspot_unmeasured", "hotspot: none: the share of the top kernels is measured on the GPU (a profile)")
+        program.note("hotspot_unmeasured", "hotspot: none: the share of the top kernels is measured on the GPU (a "
+                     "profile)")
         program.manifest = {
             "name": name_of_app,
             "domain": f"HeCBench: {categories}",
             "real_program": {
-                "description": f"HeCBench's {name} ({categories}): upstream's {options.model} program, built with its own "
-                               "Makefile and run with upstream's test arguments"
+                "description": f"HeCBench's {name} ({categories}): upstream's {options.model} program, built with its "
+                               "own Makefile and run with upstream's "
+                               + ("test arguments" if test else "arguments of its Makefile's run target")
                                + ("; it checks its own result" if checks.get("own_check") else "") + ".",
                 "language": "cuda" if architecture == "cuda" else "c",
                 "entry": main.relative_to(base).as_posix()},
@@ -135,7 +125,7 @@ class HecbenchAdapter:
             "build": {"command": build_command.replace("{dir}", "{src}" + (f"/{relative}" if relative != "." else "")),
                       "timeout_s": BUILD_TIMEOUT_S},
             "switch": {"kind": "build_flag", "baseline": "", "candidate": "-DFORGED"},
-            "run": {"command": "{out} {args}", "timeout_s": min(float(test.get("timeout") or 300), 3600)},
+            "run": {"command": "{out} {args}", "timeout_s": min(float((test or {}).get("timeout") or 300), 3600)},
             "datasets": blocks,
             "correctness": checks,
             "timing": timing,
@@ -165,7 +155,8 @@ def _makefile(text: str) -> dict:
     flags = expand(" ".join(line for line in text.splitlines() if "-I" in line or "FLAGS" in line))
     run = RUN_RECIPE.search(text)
     return {"variables": variables, "extra_cflags": bool(re.search(r"\$[({]EXTRA_CFLAGS[)}]", text)),
-            "include_dirs": list(dict.fromkeys(d for d in re.findall(r"-I\s*([^\s$]+)", flags) if not d.startswith("/"))),
+            "include_dirs": list(dict.fromkeys(d for d in re.findall(r"-I\s*([^\s$]+)", flags)
+                                               if not d.startswith("/"))),
             "makefiles": [expand(m) for m in re.findall(r"^-?include\s+(\S+)", text, re.M)],
             "run_args": expand(run.group(1)).split() if run else None}
 
@@ -192,6 +183,57 @@ def _build_command(program: Program, facts: dict, options: Options) -> str | Non
     return f"make -C {{dir}}{arch} program={{out}} EXTRA_CFLAGS={{switch}}"
 
 
+def _read_sources(program: Program, folder: Path, make: Path, facts: dict, top: Path):
+    """Every file the build reads (the compiled files of the folder, what they include, the
+    Makefiles), the file defining main, and the texts of the C-family ones."""
+    include_dirs = [(folder / d).resolve() for d in facts["include_dirs"]]
+    units = sorted(p for p in sources.program_files(folder) if p.suffix in sources.COMPILED)
+    closure = sources.include_closure(units, include_dirs, top)
+    absent = [f"-I{w}" for w, d in zip(facts["include_dirs"], include_dirs) if not d.is_dir() and d.is_relative_to(top)]
+    if absent and closure.unresolved:  # the headers the build cannot find were to come from there
+        program.refuse("missing_build_file", f"the Makefile's {', '.join(absent)} names no folder in the checkout, "
+                       f"and {', '.join(closure.unresolved[:5])} is found nowhere")
+    elif absent:
+        program.note("missing_include_dir", f"the Makefile's {', '.join(absent)} names no folder in the checkout "
+                     "(no header of the program is looked up there)")
+    makefiles = [(folder / m).resolve() for m in facts["makefiles"] if (folder / m).is_file()]
+    closure.files.update([make.resolve(), *makefiles])
+    if closure.unresolved:
+        program.note("unresolved_include", "taken as system headers: " + ", ".join(closure.unresolved[:10]))
+    main = sources.entry_file(sorted(closure.files), folder.resolve())
+    if main is None:
+        program.refuse("no_main", f"no compiled file of src/{folder.name}/ defines main")
+    texts = [sources.read(p) for p in sorted(closure.files) if p.suffix in sources.COMPILED | sources.HEADERS]
+    return closure, main, texts
+
+
+def _timing_from_source(program: Program, unlisted: str, facts: dict, texts: list[str]) -> dict | None:
+    """Without upstream's metadata: the one time the source prints with a unit (of several, the
+    one that names a kernel, as upstream's regexes mostly do), read by a pattern made from its
+    printf format, and the Makefile's run target for the arguments; a program that prints no
+    such time, or several of which not exactly one names a kernel, or has no run target, is refused."""
+    times = sources.printed_times(texts)
+    kernel = {literal: unit for literal, unit in times.items() if re.search(r"(?i)\bkernels?\b", literal)}
+    chosen = kernel if len(times) > 1 and len(kernel) == 1 else times
+    if chosen is not times:
+        program.note("timing_of_the_kernel", f"of the {len(times)} times the source prints, the one of the kernel")
+    times = chosen
+    pattern = sources.time_pattern(next(iter(times))) if len(times) == 1 else None
+    shown = "; ".join(map(repr, list(times)[:3]))
+    problem = ("the Makefile has no run target to take its arguments from" if facts["run_args"] is None
+               else "the source prints no time with a unit" if not times
+               else f"the source prints {len(times)} times ({shown}): which one is the program's is unclear"
+               if len(times) > 1 else f"the format that prints its time ({shown}) makes no pattern" if pattern is None
+               else "")
+    if problem:
+        program.refuse("no_test_metadata", f"{unlisted}, and {problem}")
+        return None
+    literal, unit = next(iter(times.items()))
+    program.note("timing_from_source", f"{unlisted}: the time is the one the source prints ({literal!r}, in {unit}) "
+                 "and the arguments are the Makefile's run target's")
+    return {"source": "pattern", "pattern": pattern, "unit": unit, "match": "sum"}
+
+
 def _timing(program: Program, regex: str, texts: list[str]) -> dict | None:
     """The timing block from upstream's regex: its unit from the regex, else from the printf
     that prints what it reads."""
@@ -214,22 +256,24 @@ def _timing(program: Program, regex: str, texts: list[str]) -> dict | None:
     return {"source": "pattern", "pattern": regex, "unit": unit, "match": "sum"} if unit and count == 1 else None
 
 
-def _arguments(program: Program, test: dict, facts: dict, folder: Path, top: Path) -> dict:
+def _arguments(program: Program, test_args: list[str] | None, run_args: list[str] | None, folder: Path,
+               top: Path) -> dict:
     """Upstream's test arguments as the dataset `test`, and the Makefile's run target's, where
-    they differ, as `make-run` (dropped with a note when an input it names is missing)."""
-    test_args = [str(a) for a in test.get("args") or []]
-    found = {"test": resolve_arguments(test_args, folder, top)}
-    if found["test"].missing:
-        program.refuse("missing_input", f"the test arguments name {', '.join(found['test'].missing)}, not in the "
-                       "checkout (upstream keeps files of 1 MB or more out of git)")
-    run_args = facts["run_args"]
+    they differ, as `make-run` (dropped with a note when an input it names is missing; the only
+    dataset, and then required, without test arguments)."""
+    found = {}
+    if test_args is not None:
+        found["test"] = resolve_arguments(test_args, folder, top)
     if run_args is not None and run_args != test_args:
         other = resolve_arguments(run_args, folder, top)
-        if other.missing:
+        if other.missing and test_args is not None:
             program.note("dataset_dropped", f"make-run: {', '.join(other.missing)} not in the checkout")
-        elif [str(w) for w in other.words] != [str(w) for w in found["test"].words]:
+        elif test_args is None or [str(w) for w in other.words] != [str(w) for w in found["test"].words]:
             found["make-run"] = other
     for name, arguments in found.items():
+        if arguments.missing:
+            program.refuse("missing_input", f"the {name} arguments name {', '.join(arguments.missing)}, not in the "
+                           "checkout (upstream keeps files of 1 MB or more out of git)")
         if arguments.unverified:
             program.note("unverified_file_argument", f"{name}: {', '.join(arguments.unverified)} not in the checkout: "
                          "taken as a file the program writes")
@@ -239,7 +283,8 @@ def _arguments(program: Program, test: dict, facts: dict, folder: Path, top: Pat
 def _licence(program: Program, folder: Path, top: Path, texts: list[str]) -> tuple[str, str]:
     """The program's own LICENSE, else the suite's; its holder, else HeCBench's."""
     own, suite = folder / "LICENSE", top / "LICENSE"
-    text = own.read_text(errors="replace") if own.is_file() else suite.read_text(errors="replace") if suite.is_file() else ""
+    chosen = own if own.is_file() else suite
+    text = chosen.read_text(errors="replace") if chosen.is_file() else ""
     licence, why = licence_of(text, texts)
     if licence is None:
         program.refuse("licence_unknown", f"{'src/' + folder.name + '/LICENSE' if own.is_file() else 'LICENSE'}: {why}")

@@ -106,20 +106,36 @@ def _imported(program: Program, folder: Path, options: Options, upstream, actor:
 
 def _report(entries: list[dict], *, suite: str, options: Options, root: str | Path, upstream, out: Path) -> dict:
     refused = [e for e in entries if e["status"] == "refused"]
+    imported = [e for e in entries if e["status"] == "imported"]
+    notes = collections.Counter((n["code"], n["detail"]) for e in imported for n in e["notes"])
+    # a note every imported manifest has, in the same words, is said once
+    common = {code: detail for (code, detail), count in notes.items() if imported and count == len(imported)}
+    for entry in imported:
+        entry["notes"] = [n for n in entry["notes"] if common.get(n["code"]) != n["detail"]]
     return {
         "suite": suite, "model": options.model, "arch": options.arch,
         "root": {"name": options.root_name, "path": str(root)}, "upstream": {"repository": upstream.repository,
                                                                                "commit": upstream.commit},
-        "manifests": str(out),
+        "manifests": _shown(out),
         "counts": {
             "programs": len(entries), "imported": len(entries) - len(refused), "refused": len(refused),
             # each refused program counted once, by the first reason found; then every reason
-            "refused_by_first_reason": dict(collections.Counter(e["refusals"][0]["code"] for e in refused).most_common()),
-            "refusal_reasons": dict(collections.Counter(r["code"] for e in refused for r in e["refusals"]).most_common()),
-            "imported_notes": dict(collections.Counter(n["code"] for e in entries if e["status"] == "imported"
-                                                       for n in e["notes"]).most_common()),
-            "imported_checks": dict(collections.Counter("+".join(e["checks"]) for e in entries
-                                                        if e["status"] == "imported").most_common()),
+            "refused_by_first_reason": _counted(e["refusals"][0]["code"] for e in refused),
+            "refusal_reasons": _counted(r["code"] for e in refused for r in e["refusals"]),
+            "imported_notes": _counted([n["code"] for e in imported for n in e["notes"]]
+                                       + [code for code in common for _ in imported]),
+            "imported_checks": _counted("+".join(e["checks"]) for e in entries if e["status"] == "imported"),
         },
+        "notes_of_every_import": common,
         "programs": entries,
     }
+
+
+def _counted(codes) -> dict[str, int]:
+    return dict(collections.Counter(codes).most_common())
+
+
+def _shown(folder: Path) -> str:
+    """A folder of the project as a relative path (the report is committed), any other as it is."""
+    resolved, base = folder.resolve(), Path(settings.BASE_DIR).resolve()
+    return str(resolved.relative_to(base)) if resolved.is_relative_to(base) else str(resolved)

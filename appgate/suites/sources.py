@@ -17,7 +17,7 @@ HEADERS = {".h", ".hh", ".hpp", ".hxx", ".cuh", ".inc", ".inl", ".tpp"}
 INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*([<"])([^">\n]+)[">]', re.M)
 # String literals, and the comments and character literals that may hold a quote (skipped).
 TOKENS = re.compile(r'"(?:[^"\\\n]|\\.)*"|\'(?:[^\'\\\n]|\\.)*\'|//[^\n]*|/\*.*?\*/', re.S)
-MAIN = re.compile(r"\bint\s+main\s*\(")
+MAIN = re.compile(r"\b(?:int|int32_t)\s+main\s*\(")
 # printf conversions: numeric ones are rendered as sentinels, others as a word.
 CONVERSION = re.compile(r"%[-+ #0']*(?:\d+|\*)?(?:\.(?:\d+|\*))?(?:hh|h|ll|l|L|z|j|t|q)?([diouxXeEfFgGaAcsp%])")
 INTEGER = set("diouxX")
@@ -67,7 +67,8 @@ def include_closure(start: list[Path], include_dirs: list[Path], top: Path) -> C
         closure.files.add(current)
         for kind, name in INCLUDE.findall(read(current)):
             places = ([current.parent] if kind == '"' else []) + include_dirs
-            found = next((c for c in ((d / name).resolve() for d in places) if c.is_file() and c.is_relative_to(top)), None)
+            candidates = ((d / name).resolve() for d in places)
+            found = next((c for c in candidates if c.is_file() and c.is_relative_to(top)), None)
             if found is not None:
                 pending.append(found)
             elif kind == '"' and name not in closure.unresolved:
@@ -87,7 +88,8 @@ def own_check(texts: list[str]) -> tuple[dict | None, str]:
     said = [s for text in texts for s in literals(text) if VERDICT.search(s)]
     doubtful = [s for s in said if NEGATED.search(s)]
     if doubtful:
-        return None, f"a verdict word it prints is negated or counted ({doubtful[0]!r}): which output means PASS is unclear"
+        return None, (f"a verdict word it prints is negated or counted ({doubtful[0]!r}): which output means PASS "
+                      "is unclear")
     words = {w for s in said for w in VERDICT.findall(s)}
     passes = sorted(w for w in words if not w.upper().startswith("FAIL"))
     fails = sorted(w for w in words if w.upper().startswith("FAIL")) or ["FAIL", "FAILED", "FAILURE"]
@@ -136,6 +138,48 @@ def printed_unit(texts: list[str], pattern) -> tuple[str | None, str]:
         shown = "; ".join(f"{u or 'no unit'}: {lit!r}" for u, lit in sorted(units.items()))
         return None, f"the formats that print the time do not name one unit ({shown})"
     return next(iter(units)), ""
+
+
+TIME_WORD = re.compile(r"(?i)\btime\b")
+CAPTURE = "\x02"  # where the time's group goes while a format becomes a pattern
+
+
+def printed_times(texts: list[str]) -> dict[str, str]:
+    """The printf formats that print one time, each with its unit: the word "time", one
+    floating-point conversion and a unit written beside it ("... time %f (ms)", "time (s): %f")."""
+    found: dict[str, str] = {}
+    for text in texts:
+        for literal in literals(text):
+            if not TIME_WORD.search(literal):
+                continue
+            rendered, places = _render(literal)
+            floats = [(start, end) for start, end, kind in places if kind in FLOAT]
+            if len(floats) != 1:
+                continue
+            unit = UNIT_AFTER.match(rendered[floats[0][1]:]) or UNIT_BEFORE.search(rendered[:floats[0][0]])
+            if unit:
+                found.setdefault(literal, UNITS[unit.group(1)])
+    return found
+
+
+def time_pattern(literal: str) -> str | None:
+    """The line of a printf format that prints one time as a pattern whose one group is that
+    number (other conversions matched, not captured); None when the pattern does not read the
+    number back from the format rendered as the program prints it."""
+    pieces, last = [], 0
+    for m in CONVERSION.finditer(literal):
+        kind = m.group(1)
+        pieces.append(_escape(_unescape(literal[last:m.start()])))
+        other = r"\s*[-+]?[0-9a-fA-FxX.]+" if kind in INTEGER else r".*?"
+        pieces.append("%" if kind == "%" else CAPTURE if kind in FLOAT else other)
+        last = m.end()
+    pieces.append(_escape(_unescape(literal[last:])))
+    line = next((x for x in "".join(pieces).split("\n") if CAPTURE in x), "").strip()
+    pattern = line.replace(CAPTURE, r"\s*([-+0-9.eE]+)")
+    rendered, places = _render(literal)
+    found = re.search(pattern, rendered) if pattern else None
+    sentinel = next(rendered[start:end] for start, end, kind in places if kind in FLOAT)
+    return pattern if found and found.group(1) == sentinel else None
 
 
 def checksum_compare(texts: list[str]) -> tuple[list[dict], str]:

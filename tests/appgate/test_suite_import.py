@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -57,13 +58,23 @@ int main(int argc, char** argv) {
 UNITLESS = r"""#include <stdio.h>
 int main(void) { printf("Kernel time : %f\n", 2.5); printf("PASS\n"); return 0; }
 """
+TWO_TIMES = r"""#include <stdio.h>
+int main(void) {
+  printf("Total reference time %f (s)\n", 1.0);
+  printf("Average kernel execution time %f (ms)\n", 2.0);
+  printf("PASS\n");
+  return 0;
+}
+"""
 PROGRAMS = {  # name: (benchmarks.yaml test block or None, main.c or None: no folder, the run target's arguments)
     "good": ({"regex": TIMED, "args": ["6"]}, MAIN, "40"),
     "failing": ({"regex": TIMED, "args": ["6", "1"]}, MAIN, "6 1"),
     "tiny": ({"regex": TIMED, "args": ["0.5"]}, MAIN, "0.5"),
     "unitless": ({"regex": r"(?:Kernel time : )([0-9.+-e]+)", "args": []}, UNITLESS, ""),
     "reader": ({"regex": TIMED, "args": ["../reader-omp/data/input.bin", "6"]}, MAIN, "6"),
-    "nometa": (None, MAIN, "6"),
+    "fromsource": (None, MAIN, "6"),  # no metadata: its one printed time and its run target's arguments
+    "twotimes": (None, TWO_TIMES, ""),  # no metadata: of the two times it prints, the kernel's
+    "nometa": (None, UNITLESS, ""),  # no metadata, and no time printed with a unit
     "ghost": ({"regex": TIMED, "args": ["6"]}, None, ""),
 }
 
@@ -75,7 +86,9 @@ def write_suite(folder: Path, model: str = "omp", programs: dict = PROGRAMS) -> 
     (folder / "LICENSE").write_text("BSD 3-Clause License\n\nCopyright (c) 2020, Test Authors\nAll rights reserved.\n")
     metadata = {}
     for name, (test, main, run) in programs.items():
-        metadata[name] = {"categories": ["testing"], "models": [model], **({"test": {**test, "timeout": 60}} if test else {})}
+        metadata[name] = {"categories": ["testing"], "models": [model]}
+        if test:
+            metadata[name]["test"] = {**test, "timeout": 60}
         if main is not None:
             program = folder / "src" / f"{name}-{model}"
             program.mkdir()
@@ -107,21 +120,25 @@ def test_a_suite_imports_a_valid_manifest_per_program_and_refuses_what_it_cannot
 
     by_name = {p["name"]: p for p in report["programs"]}
     assert {n: p["status"] for n, p in by_name.items()} == {
-        "good": "imported", "failing": "imported", "tiny": "imported", "unitless": "refused", "reader": "refused",
-        "nometa": "refused", "ghost": "refused"}
+        "good": "imported", "failing": "imported", "tiny": "imported", "fromsource": "imported", "twotimes": "imported",
+        "unitless": "refused", "reader": "refused", "nometa": "refused", "ghost": "refused"}
     assert {n: [r["code"] for r in by_name[n]["refusals"]] for n in ("unitless", "reader", "nometa", "ghost")} == {
         "unitless": ["timing_unit_unknown"], "reader": ["missing_input"], "nometa": ["no_test_metadata"],
         "ghost": ["missing_source"]}
     assert "'Kernel time : %f\\\\n'" in by_name["unitless"]["refusals"][0]["detail"]  # the format it prints, no unit
     assert "../reader-omp/data/input.bin" in by_name["reader"]["refusals"][0]["detail"]
+    assert by_name["nometa"]["refusals"][0]["detail"] == ("benchmarks.yaml has no test block for nometa, and the "
+                                                          "source prints no time with a unit")
     assert report["counts"]["refused_by_first_reason"] == {"timing_unit_unknown": 1, "missing_input": 1,
                                                            "no_test_metadata": 1, "missing_source": 1}
-    assert {"compare_not_inferred", "larger_dataset_not_inferred", "hotspot_unmeasured"} <= {
-        n["code"] for n in by_name["good"]["notes"]}
+    assert report["notes_of_every_import"]["compare_not_inferred"] == "it prints no checksum line to compare"
+    assert set(report["notes_of_every_import"]) == {"compare_not_inferred", "larger_dataset_not_inferred",
+                                                    "hotspot_unmeasured"} and by_name["good"]["notes"] == []
 
     loaded = load_manifest(tmp_path / "manifests" / by_name["good"]["manifest"])
     m = loaded.manifest
-    assert loaded.source_dir == suite / "src" / "good-omp" and (m.source.root, m.source.path) == ("synth", "src/good-omp")
+    assert loaded.source_dir == suite / "src" / "good-omp"
+    assert (m.source.root, m.source.path) == ("synth", "src/good-omp")
     assert m.source.baseline_files == {f: hashlib.sha256((suite / "src" / "good-omp" / f).read_bytes()).hexdigest()
                                        for f in ("Makefile", "main.c")}
     assert m.provenance.version == COMMIT and m.provenance.licence == "BSD-3-Clause"
@@ -129,19 +146,30 @@ def test_a_suite_imports_a_valid_manifest_per_program_and_refuses_what_it_cannot
     assert m.build.command == "make -C {src} program={out} EXTRA_CFLAGS={switch}" and m.architecture == "cpu"
     assert [(d.name, d.args) for d in m.datasets] == [("test", "6"), ("make-run", "40")]
     assert (m.timing.pattern, m.timing.unit, m.timing.match) == (TIMED, "ms", "sum")
-    assert m.correctness.own_check.result_pattern == r"\b(?:PASS)\b" and m.correctness.own_check.failure_pattern == r"\b(?:FAIL)\b"
+    own = m.correctness.own_check
+    assert (own.result_pattern, own.failure_pattern) == (r"\b(?:PASS)\b", r"\b(?:FAIL)\b")
     assert m.correctness.compare == [] and "no checksum line" in m.correctness.no_comparison
+    from_source = load_manifest(tmp_path / "manifests" / by_name["fromsource"]["manifest"]).manifest
+    assert [(d.name, d.args) for d in from_source.datasets] == [("make-run", "6")]
+    assert (from_source.timing.pattern, from_source.timing.unit) == (
+        r"Average kernel execution time \s*([-+0-9.eE]+) \(ms\)", "ms")
+    assert "timing_from_source" in {n["code"] for n in by_name["fromsource"]["notes"]}
+    two = load_manifest(tmp_path / "manifests" / by_name["twotimes"]["manifest"]).manifest
+    assert (two.timing.pattern, two.timing.unit) == (from_source.timing.pattern, "ms")
+    assert [(d.name, d.args) for d in two.datasets] == [("make-run", "")]
+    assert "timing_of_the_kernel" in {n["code"] for n in by_name["twotimes"]["notes"]}
     registered = Event.objects.filter(type="AppRegistered")
     assert sorted(json.loads(e.body)["payload"]["app"] for e in registered) == [
-        "synth-failing-omp", "synth-good-omp", "synth-tiny-omp"]
+        "synth-failing-omp", "synth-fromsource-omp", "synth-good-omp", "synth-tiny-omp", "synth-twotimes-omp"]
     assert listing(suite) == before  # nothing written into the checkout
 
     again = imported(suite, tmp_path / "manifests")  # the same manifests register nothing new
     assert {p["registered"] for p in again["programs"] if p["status"] == "imported"} == {"unchanged"}
-    assert Event.objects.filter(type="AppRegistered").count() == 3
+    assert Event.objects.filter(type="AppRegistered").count() == 5
 
 
-def test_manifests_name_the_checkout_by_its_root_and_load_wherever_the_root_points(ledger, suite, tmp_path, monkeypatch):
+def test_manifests_name_the_checkout_by_its_root_and_load_wherever_the_root_points(ledger, suite, tmp_path,
+                                                                                  monkeypatch):
     path = tmp_path / "manifests" / imported(suite, tmp_path / "manifests", only=("good",))["programs"][0]["manifest"]
     moved = shutil.copytree(suite, tmp_path / "elsewhere")
     monkeypatch.setenv(SUITE_ROOTS_ENV, f"synth={moved}")
@@ -149,7 +177,8 @@ def test_manifests_name_the_checkout_by_its_root_and_load_wherever_the_root_poin
     monkeypatch.delenv(SUITE_ROOTS_ENV)
     with pytest.raises(ManifestError) as error:
         load_manifest(path)
-    assert error.value.problems[0].startswith(f"source.root: 'synth' is not a configured suite root: set {SUITE_ROOTS_ENV}=")
+    assert error.value.problems[0].startswith(
+        f"source.root: 'synth' is not a configured suite root: set {SUITE_ROOTS_ENV}=")
 
 
 def test_an_import_under_a_root_that_names_another_folder_is_refused_before_anything_is_written(ledger, suite, tmp_path,
@@ -169,8 +198,10 @@ def test_triage_on_the_cpu_blocks_a_program_whose_own_check_fails_and_one_too_sh
                       "synth-good-omp": ("OUT_OF_SCOPE", "hotspot_unmeasured")}
     reasons = {a["app"]: a["reason"] for a in report["apps"]}
     assert reasons["synth-failing-omp"] == "M1: the baseline fails on test: the program reported failure (FAIL)"
-    assert reasons["synth-tiny-omp"].startswith("M1: the baseline fails on test: 0.5 ms by its clock (pattern), under the 1 ms")
-    assert report["by_reason"] == {"BLOCKED/own_check_failed": 1, "BLOCKED/too_short": 1, "OUT_OF_SCOPE/hotspot_unmeasured": 1}
+    assert reasons["synth-tiny-omp"].startswith(
+        "M1: the baseline fails on test: 0.5 ms by its clock (pattern), under the 1 ms")
+    assert report["by_reason"] == {"BLOCKED/own_check_failed": 1, "BLOCKED/too_short": 1,
+                                   "OUT_OF_SCOPE/hotspot_unmeasured": 1}
     good = AppRow.objects.get(name="synth-good-omp")
     assert good.state_code == "hotspot_unmeasured" and [m["milestone"] for m in good.milestones] == ["M1"]
     measured = json.loads(Event.objects.get(type="AppMilestoneReached").body)["payload"]["evidence"]["datasets"]
@@ -217,10 +248,10 @@ def test_the_unit_of_a_timing_regex_is_read_from_the_regex(regex, unit):
 
 def test_the_unit_the_regex_leaves_open_is_read_from_the_format_that_prints_it():
     regex = r"(?:Total task execution time for [0-9.+-e]+ iterations: )([0-9.+-e]+)(?: \((?:s|ms|us)\))"
-    import re
     source = 'printf("Total task execution time for %d iterations: %f (ms)\\n", n, t);'
     assert sources.printed_unit([source], re.compile(regex)) == ("ms", "")
-    assert sources.printed_unit(['printf("Kernel time : %f\\n", t);'], re.compile(r"(?:Kernel time : )([0-9.+-e]+)"))[0] is None
+    unitless = re.compile(r"(?:Kernel time : )([0-9.+-e]+)")
+    assert sources.printed_unit(['printf("Kernel time : %f\\n", t);'], unitless)[0] is None
 
 
 @pytest.mark.parametrize("source, check", [

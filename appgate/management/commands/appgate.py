@@ -40,19 +40,23 @@ class Command(BaseCommand):
                                 "proposed by Claude (needs ANTHROPIC_API_KEY)")
         agent.add_argument("--kernel-rounds", type=int, default=0, help="rounds of the Kernel Agent on the hotspot case (M2b)")
         agent.add_argument("--passes", type=int, default=AppProtocol.passes, help="interleaved timing passes (default 7)")
-        triage = actions.add_parser("triage", help="the App Agent's M1 alone on each manifest: BLOCKED, OUT_OF_SCOPE or "
-                                                   "RESEARCH, with the reason's code")
+        triage = actions.add_parser("triage", help="the App Agent's M1 alone on each manifest: BLOCKED, OUT_OF_SCOPE "
+                                                   "or RESEARCH, with the reason's code")
         triage.add_argument("manifests", nargs="+", help="manifest files, or folders of them (*.yaml)")
         triage.add_argument("--report", help="write the states and counts as JSON here")
         actions.add_parser("list", help="registered applications and their standing results")
-        suite = actions.add_parser("suite", help="suites of outside programs").add_subparsers(dest="suite_action", required=True)
-        imported = suite.add_parser("import", help="a manifest per program of a suite checkout, each registered; a report "
-                                                   "of what could not be inferred")
+        suite = actions.add_parser("suite", help="suites of outside programs")
+        suite = suite.add_subparsers(dest="suite_action", required=True)
+        imported = suite.add_parser("import", help="a manifest per program of a suite checkout, each registered; a "
+                                                   "report of what could not be inferred")
         imported.add_argument("path", help="the suite's checkout (nothing of it is copied)")
         imported.add_argument("--suite", required=True, choices=sorted(ADAPTERS))
-        imported.add_argument("--root-name", help="the FORGESTENCIL_SUITE_ROOTS name the manifests use (default: the suite)")
-        imported.add_argument("--model", default="cuda", help="the programming model's programs to import (default cuda)")
-        imported.add_argument("--arch", help="the GPU architecture to build for, e.g. sm_90 (default: this machine's GPU)")
+        imported.add_argument("--root-name", help="the FORGESTENCIL_SUITE_ROOTS name the manifests use (default: the "
+                                                  "suite)")
+        imported.add_argument("--model", default="cuda", help="the programming model's programs to import (default: "
+                                                              "cuda)")
+        imported.add_argument("--arch", help="the GPU architecture to build for, e.g. sm_90 (default: this machine's "
+                                             "GPU)")
         imported.add_argument("--only", default="", help="comma-separated upstream program names (default: all)")
         imported.add_argument("--out", help="where the manifests go (default: var/suites/<root>/<model>/)")
         imported.add_argument("--report", help="write the report as JSON here")
@@ -106,9 +110,11 @@ class Command(BaseCommand):
     def do_triage(self, options) -> None:
         report = triage_all(manifest_paths(options["manifests"]), options["actor"], self._progress)
         for app in report["apps"]:
-            self.stdout.write(f"{app['app'] or app['manifest']}: {app['state'] or '-'} [{app['code']}] {app['reason'][:200]}")
-        self.stdout.write(f"{report['triaged']} triaged: " + ", ".join(f"{k} {v}" for k, v in report["by_reason"].items()))
-        _write_json(options["report"], report)
+            self.stdout.write(f"{app['app'] or app['manifest']}: {app['state'] or '-'} [{app['code']}] "
+                              f"{app['reason'][:200]}")
+        self.stdout.write(f"{report['triaged']} triaged: "
+                          + ", ".join(f"{k} {v}" for k, v in report["by_reason"].items()))
+        _write_json(options["report"], report, "apps")
 
     def do_suite(self, options) -> None:
         arch = options["arch"]
@@ -118,19 +124,19 @@ class Command(BaseCommand):
             except AppGateError as error:
                 raise CommandError(f"--arch is needed: no GPU here to read it from ({error})") from None
         try:
-            report = import_suite(options["path"], options["suite"], root_name=options["root_name"], model=options["model"],
-                                  arch=arch, only=tuple(n for n in options["only"].split(",") if n), out=options["out"],
-                                  actor=options["actor"], progress=self._progress)
+            report = import_suite(options["path"], options["suite"], root_name=options["root_name"],
+                                  model=options["model"], arch=arch, only=tuple(n for n in options["only"].split(",") if n),
+                                  out=options["out"], actor=options["actor"], progress=self._progress)
         except SuiteImportError as error:
             raise CommandError(str(error)) from None
         counts = report["counts"]
-        self.stdout.write(f"{counts['programs']} programs: {counts['imported']} imported (manifests in {report['manifests']}), "
-                          f"{counts['refused']} refused")
+        self.stdout.write(f"{counts['programs']} programs: {counts['imported']} imported (manifests in "
+                          f"{report['manifests']}), {counts['refused']} refused")
         for code, count in counts["refused_by_first_reason"].items():
             self.stdout.write(f"  refused {count:4} {code}")
         for code, count in counts["imported_notes"].items():
             self.stdout.write(f"  noted   {count:4} {code}")
-        _write_json(options["report"], report)
+        _write_json(options["report"], report, "programs")
 
     def do_list(self, options) -> None:
         rows = list(AppRow.objects.order_by("name"))
@@ -175,10 +181,15 @@ class Command(BaseCommand):
         self.stdout.write(f"REAL: {'yes' if data['real'] else 'no'}; verdict event #{outcome.verdict_event.position}")
 
 
-def _write_json(path: str | None, report: dict) -> None:
+def _write_json(path: str | None, report: dict, rows: str) -> None:
+    """The report as JSON, each of its `rows` (one per program) on a line of its own: hundreds of
+    programs stay readable and diff line by line."""
     if path:
+        parts = [f" {json.dumps(key)}: " + ("[\n" + ",\n".join(f"  {json.dumps(row)}" for row in value) + "\n ]"
+                                           if key == rows else json.dumps(value, indent=1).replace("\n", "\n "))
+                 for key, value in report.items()]
         Path(path).parent.mkdir(parents=True, exist_ok=True)
-        Path(path).write_text(json.dumps(report, indent=1) + "\n")
+        Path(path).write_text("{\n" + ",\n".join(parts) + "\n}\n")
 
 
 def _s(seconds: float | None) -> str:
