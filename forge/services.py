@@ -12,18 +12,19 @@ the stream's version, so a round never ends twice. Campaigns are driven by forge
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, Callable
 
 from django.db import transaction
 
 from ledger import leases
 from ledger.errors import ConcurrencyError
+from ledger.selectors import stream_version
 from ledger.services import NewEvent, append, append_many
 from measurement.backends.base import Kernel
 from measurement.harness.cases import parse_case
 from measurement.harness.plan import ProtocolSettings
-from measurement.services import gate_candidate, source_hash
+from measurement.services import DECIDE_TRIES, gate_candidate, source_hash
 
 from . import rulebook, selectors
 from .models import CaseCampaign, RoundRow
@@ -43,19 +44,41 @@ def round_stream(campaign: str, round_id: str) -> str:
     return f"round/{campaign}/{round_id}"
 
 
+def campaign_stream(campaign: str) -> str:
+    return f"campaign/{campaign}"
+
+
+def decide_on_case(campaign: str, case: str, decide: Callable[[CaseCampaign], list[NewEvent]]) -> list | None:
+    """Append what `decide` makes of the case's campaign state (no events: nothing to do), at the
+    campaign stream's version read before that state (style rule 5): branch and convergence
+    events rest on it, and two processes settling one case (a worker ending its round, `forge
+    resume`) would otherwise both open, merge or converge. On ConcurrencyError: read and decide again."""
+    stream = campaign_stream(campaign)
+    for _ in range(DECIDE_TRIES):
+        version = stream_version(stream)  # before the state: an event between the two fails the append
+        events = decide(CaseCampaign.objects.get(key=campaign_key(campaign, case)))
+        if not events:
+            return None
+        try:
+            return append_many([replace(events[0], expected_version=version), *events[1:]])
+        except ConcurrencyError:
+            continue
+    raise ForgeError(f"{stream} changed {DECIDE_TRIES} times while {case} was being settled: resume the campaign")
+
+
 def start_campaign(cases: list[str], backend: str, proposer: str, rounds: int, actor: str) -> str:
     """Record the campaign and plan each case (borrowing the nearest sealed cell's diagnosis)."""
     if rounds < 1:
         raise ForgeError("a campaign needs at least one round per case")
     case_ids = [parse_case(case).id for case in cases]
     campaign = str(uuid.uuid4())
-    events = [NewEvent(stream=f"campaign/{campaign}", type="CampaignStarted", actor=actor, payload={
+    events = [NewEvent(stream=campaign_stream(campaign), type="CampaignStarted", actor=actor, payload={
         "campaign": campaign, "backend": backend, "proposer": proposer, "cases": case_ids,
         "rounds_per_case": rounds, "rulebook_version": rulebook.RULEBOOK["version"]})]
     for case in case_ids:
         cell = selectors.nearest_cell(case, backend)
         own = selectors.map_cell(case, backend)
-        events.append(NewEvent(stream=f"campaign/{campaign}", type="CasePlanned", actor=actor, payload={
+        events.append(NewEvent(stream=campaign_stream(campaign), type="CasePlanned", actor=actor, payload={
             "campaign": campaign, "case": case, "backend": backend,
             "borrowed_from": cell.key if cell else None,
             "borrowed_diagnosis": cell.diagnosis if cell else None,
@@ -156,9 +179,10 @@ def _run_round(row: RoundRow, stream: str, proposer: Proposer, actor: str, proto
                           f"generation failure ({failure.kind}): {failure.message}",
                           change="(no proposal)", idea=None, line=None, protocol=protocol)
     if proposal.disruptive and not state.branch:
-        append(NewEvent(stream=f"campaign/{row.campaign}", type="BranchOpened", actor=actor, payload={
-            "campaign": row.campaign, "case": row.case, "branch": f"branch-{round_id[:8]}", "round": round_id,
-            "base_hash": source_hash(kernel.source), "reason": f"disruptive rewrite: {proposal.subject}"}))
+        decide_on_case(row.campaign, row.case, lambda now: [] if now.branch else [NewEvent(
+            stream=campaign_stream(row.campaign), type="BranchOpened", actor=actor, payload={
+                "campaign": row.campaign, "case": row.case, "branch": f"branch-{round_id[:8]}", "round": round_id,
+                "base_hash": source_hash(kernel.source), "reason": f"disruptive rewrite: {proposal.subject}"})])
         state.refresh_from_db()
     append(NewEvent(stream=stream, type="CandidateProposed", actor=actor, expected_version=1, payload={
         "round": round_id, "case": row.case, "source": proposal.source, "source_hash": source_hash(proposal.source),
@@ -223,13 +247,12 @@ def _apply_streak_rule(row: RoundRow, stream: str, actor: str) -> None:
 
 def _merge_if_branch_open(row: RoundRow, outcome, actor: str) -> None:
     """The gate admitted a round made on a branch: the branch merges with that round."""
-    state = CaseCampaign.objects.get(key=campaign_key(row.campaign, row.case))
-    if not state.branch:
-        return
-    append(NewEvent(stream=f"campaign/{row.campaign}", type="BranchMerged", actor=actor, payload={
-        "campaign": row.campaign, "case": row.case, "branch": state.branch["id"], "round": row.round,
-        "head_hash": state.best["hash"], "verdict_event": str(outcome.verdict_event.event_id),
-        "speedup": outcome.speedup, "main_speedup": None, "reason": "the gate admitted a round made on the branch"}))
+    decide_on_case(row.campaign, row.case, lambda state: [] if not state.branch else [NewEvent(
+        stream=campaign_stream(row.campaign), type="BranchMerged", actor=actor, payload={
+            "campaign": row.campaign, "case": row.case, "branch": state.branch["id"], "round": row.round,
+            "head_hash": state.best["hash"], "verdict_event": str(outcome.verdict_event.event_id),
+            "speedup": outcome.speedup, "main_speedup": None,
+            "reason": "the gate admitted a round made on the branch"})])
 
 
 def settle(campaign: str, case: str, actor: str, protocol: ProtocolSettings | None = None) -> None:
@@ -245,50 +268,63 @@ def settle(campaign: str, case: str, actor: str, protocol: ProtocolSettings | No
         state.refresh_from_db()
     if state.branch:
         return
-    reason = rulebook.convergence(state.rounds, state.budget, state.improvements, bool(state.best))
-    if reason:
-        _converge(state, reason, actor)
+    if rulebook.convergence(state.rounds, state.budget, state.improvements, bool(state.best)):
+        _converge(campaign, case, actor)
 
 
 def resolve_branch(state: CaseCampaign, actor: str, protocol: ProtocolSettings | None = None) -> str:
     """Measure the branch head against the main line through the gate: merged if admitted,
-    dropped otherwise (and dropped without a measurement when the branch has no correct head)."""
+    dropped otherwise (and dropped without a measurement when the branch has no correct head).
+    Recorded only while the branch read is still open with the same head (decide_on_case):
+    "resolved elsewhere" when another process resolved it meanwhile, or moved its head."""
     branch, head = state.branch, state.branch.get("head")
-    stream = f"campaign/{state.campaign}"
     main_speedup = (state.best or {}).get("speedup")
     common = {"campaign": state.campaign, "case": state.case, "branch": branch["id"], "main_speedup": main_speedup}
+
+    def record(event_type: str, payload: dict[str, Any]) -> str:
+        def decide(now: CaseCampaign) -> list[NewEvent]:
+            same = now.branch and now.branch["id"] == branch["id"] and now.branch.get("head") == head
+            return [NewEvent(stream=campaign_stream(state.campaign), type=event_type, actor=actor,
+                             payload={**common, **payload})] if same else []
+
+        recorded = decide_on_case(state.campaign, state.case, decide)
+        return "resolved elsewhere" if recorded is None else "merged" if event_type == "BranchMerged" else "dropped"
+
     if head is None:
-        append(NewEvent(stream=stream, type="BranchDropped", actor=actor, payload={
-            **common, "reason": f"no correct kernel on the branch after {branch['stale']} rounds"}))
-        return "dropped"
+        return record("BranchDropped", {"reason": f"no correct kernel on the branch after {branch['stale']} rounds"})
     outcome = gate_candidate(state.case, state.backend, Kernel(head["source"], head["launch"]), actor,
                              f"head of {branch['id']} measured against the main line", protocol)
-    evidence = {**common, "head_hash": head["hash"], "verdict_event": str(outcome.verdict_event.event_id), "speedup": outcome.speedup}
+    evidence = {"head_hash": head["hash"], "verdict_event": str(outcome.verdict_event.event_id),
+                "speedup": outcome.speedup}
     if outcome.verdict == "admitted":
-        append(NewEvent(stream=stream, type="BranchMerged", actor=actor, payload={
-            **evidence, "reason": f"the gate admitted the head ({outcome.detail})"}))
-        return "merged"
-    append(NewEvent(stream=stream, type="BranchDropped", actor=actor, payload={
-        **evidence, "reason": f"the gate rejected the head: {', '.join(outcome.reasons)} ({outcome.detail})"}))
-    return "dropped"
+        return record("BranchMerged", {**evidence, "reason": f"the gate admitted the head ({outcome.detail})"})
+    return record("BranchDropped", {
+        **evidence, "reason": f"the gate rejected the head: {', '.join(outcome.reasons)} ({outcome.detail})"})
 
 
-def _converge(state: CaseCampaign, reason: str, actor: str) -> None:
+def _converge(campaign: str, case: str, actor: str) -> None:
+    """Record convergence and seal the map cell, if the case (read again) is still due to converge."""
     from .levers import diagnose
 
-    best = state.best
-    events = [NewEvent(stream=f"campaign/{state.campaign}", type="CaseConverged", actor=actor, payload={
-        "campaign": state.campaign, "case": state.case, "backend": state.backend, "reason": reason,
-        "rounds": state.rounds, "best_speedup": best["speedup"] if best else None})]
-    if best:
-        fraction = selectors.verdict_fraction(best["verdict"])
-        events.append(NewEvent(stream=f"map/{state.backend}/{state.case}", type="CellSealed", actor=actor, payload={
-            "case": state.case, "backend": state.backend,
-            "diagnosis": diagnose(parse_case(state.case), fraction, None),
-            "winning_lever": ",".join(best.get("tags") or []) or None, "source": best["source"], "launch": best["launch"],
-            "source_hash": best["hash"], "verdict_event": best["verdict"], "speedup": best["speedup"],
-            "fraction_of_copy": fraction}))
-    append_many(events)
+    def decide(state: CaseCampaign) -> list[NewEvent]:
+        reason = rulebook.convergence(state.rounds, state.budget, state.improvements, bool(state.best))
+        if state.converged or state.branch or not reason:
+            return []
+        best = state.best
+        events = [NewEvent(stream=campaign_stream(state.campaign), type="CaseConverged", actor=actor, payload={
+            "campaign": state.campaign, "case": state.case, "backend": state.backend, "reason": reason,
+            "rounds": state.rounds, "best_speedup": best["speedup"] if best else None})]
+        if best:
+            fraction = selectors.verdict_fraction(best["verdict"])
+            events.append(NewEvent(stream=f"map/{state.backend}/{state.case}", type="CellSealed", actor=actor, payload={
+                "case": state.case, "backend": state.backend,
+                "diagnosis": diagnose(parse_case(state.case), fraction, None),
+                "winning_lever": ",".join(best.get("tags") or []) or None, "source": best["source"],
+                "launch": best["launch"], "source_hash": best["hash"], "verdict_event": best["verdict"],
+                "speedup": best["speedup"], "fraction_of_copy": fraction}))
+        return events
+
+    decide_on_case(campaign, case, decide)
 
 
 def abandon_round(round_id: str, reason: str, worker: dict[str, Any] | None, *, actor: str = leases.REAPER) -> bool:

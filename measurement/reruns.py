@@ -64,7 +64,8 @@ def rerun_gate(case_id: str, backend: str, actor: str, protocol: ProtocolSetting
         version = stream_version(key)  # before the result: a revision between the two fails the append
         current = selectors.operator_result(key)
         if current is None or current.status == "retracted":
-            raise MeasurementError(f"{key} has no admitted kernel to re-run (status: {current.status if current else 'none'})")
+            status = current.status if current else "none"
+            raise MeasurementError(f"{key} has no admitted kernel to re-run (status: {status})")
         kernel = Kernel(current.source, current.launch)
         if report is None or report.variants["candidate"].variant.kernel != kernel:
             report = services.measure(case_id, backend, kernel, None, protocol, progress)
@@ -73,12 +74,15 @@ def rerun_gate(case_id: str, backend: str, actor: str, protocol: ProtocolSetting
                 return _record(report, key, current, actor, version)
         except ConcurrencyError:
             continue
-    raise MeasurementError(f"{key} changed {services.DECIDE_TRIES} times while this re-run was being recorded: re-run it again")
+    raise MeasurementError(
+        f"{key} changed {services.DECIDE_TRIES} times while this re-run was being recorded: re-run it again")
 
 
-def _record(report: MeasurementReport, key: str, current: OperatorResult, actor: str, version: int) -> tuple[GateOutcome, Any]:
-    outcome = services.record_verdict(report, key, actor, "gate re-run of the admitted kernel", revises=current.verdict_event,
-                                      decide=partial(_decide, standing=current.speedup), expected_version=version)
+def _record(report: MeasurementReport, key: str, current: OperatorResult, actor: str,
+            version: int) -> tuple[GateOutcome, Any]:
+    outcome = services.record_verdict(report, key, actor, "gate re-run of the admitted kernel",
+                                      revises=current.verdict_event, decide=partial(_decide, standing=current.speedup),
+                                      expected_version=version)
     was = {"speedup": current.speedup, "speedup_ci": current.speedup_ci, "bound": current.bound,
            "baselines": current.baselines}
     verdict = outcome.verdict_event.payload

@@ -287,7 +287,8 @@ def gate_candidate(case_id: str, backend: str, kernel: Kernel, actor: str, hypot
             return record_verdict(report, key, actor, hypothesis, prior=prior, expected_version=version, again=again)
         except ConcurrencyError:
             again = "decided again: the result changed while this candidate was measured"
-    raise MeasurementError(f"{key} changed {DECIDE_TRIES} times while this verdict was being recorded: gate the candidate again")
+    raise MeasurementError(
+        f"{key} changed {DECIDE_TRIES} times while this verdict was being recorded: gate the candidate again")
 
 
 def _measured_prior(report: MeasurementReport) -> str | None:
