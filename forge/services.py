@@ -12,19 +12,19 @@ the stream's version, so a round never ends twice. Campaigns are driven by forge
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from django.db import transaction
 
 from ledger import leases
 from ledger.errors import ConcurrencyError
-from ledger.selectors import stream_version
+from ledger.decide import StillMoving, append_decided
 from ledger.services import NewEvent, append, append_many
 from measurement.backends.base import Kernel
 from measurement.harness.cases import parse_case
 from measurement.harness.plan import ProtocolSettings
-from measurement.services import DECIDE_TRIES, gate_candidate, source_hash
+from measurement.services import gate_candidate, source_hash
 
 from . import rulebook, selectors
 from .models import CaseCampaign, RoundRow
@@ -49,21 +49,15 @@ def campaign_stream(campaign: str) -> str:
 
 
 def decide_on_case(campaign: str, case: str, decide: Callable[[CaseCampaign], list[NewEvent]]) -> list | None:
-    """Append what `decide` makes of the case's campaign state (no events: nothing to do), at the
-    campaign stream's version read before that state (style rule 5): branch and convergence
-    events rest on it, and two processes settling one case (a worker ending its round, `forge
-    resume`) would otherwise both open, merge or converge. On ConcurrencyError: read and decide again."""
-    stream = campaign_stream(campaign)
-    for _ in range(DECIDE_TRIES):
-        version = stream_version(stream)  # before the state: an event between the two fails the append
-        events = decide(CaseCampaign.objects.get(key=campaign_key(campaign, case)))
-        if not events:
-            return None
-        try:
-            return append_many([replace(events[0], expected_version=version), *events[1:]])
-        except ConcurrencyError:
-            continue
-    raise ForgeError(f"{stream} changed {DECIDE_TRIES} times while {case} was being settled: resume the campaign")
+    """Append what `decide` makes of the case's campaign state (no events: nothing to do) at the
+    campaign stream's version read before that state (ledger.decide): branch and convergence events
+    rest on it, and two processes settling one case (a worker ending its round, `forge resume`)
+    would otherwise both open, merge or converge."""
+    try:
+        return append_decided(campaign_stream(campaign),
+                              lambda: decide(CaseCampaign.objects.get(key=campaign_key(campaign, case))))
+    except StillMoving as error:
+        raise ForgeError(f"{error} (settling {case}; resume the campaign)") from None
 
 
 def start_campaign(cases: list[str], backend: str, proposer: str, rounds: int, actor: str) -> str:

@@ -19,6 +19,7 @@ import io
 from django.db import transaction
 
 from .checkpoints import sign_checkpoint, signed_head
+from .decide import StillMoving, append_decided
 from .models import Event, ResultStatus, ResultVersion, SignOff
 from .records import RecordedEvent
 from .services import NewEvent, append
@@ -48,23 +49,42 @@ def _check_length(text: str, what: str) -> None:
 
 
 def retract(result: str, reason: str, actor: str) -> RecordedEvent:
+    """Appended at the result stream's version read with its status (ledger.decide): a retraction
+    recorded meanwhile (a re-run's, another reviewer's) is read again and this one refused."""
     if not (reason or "").strip():
         raise ReviewError("a retraction needs a reason")
     _check_length(reason.strip(), "the reason")
-    if _status(result) == "retracted":
-        raise ReviewError(f"{result} is already retracted")
-    return append(NewEvent(stream=result, type="ResultRetracted", actor=actor,
-                           payload={"result": result, "reason": reason.strip()}))
+
+    def decide() -> list[NewEvent]:
+        if _status(result) == "retracted":
+            raise ReviewError(f"{result} is already retracted")
+        return [NewEvent(stream=result, type="ResultRetracted", actor=actor,
+                         payload={"result": result, "reason": reason.strip()})]
+
+    return _recorded(result, decide)
 
 
 def sign_off(result: str, reviewer: str, comment: str = "") -> RecordedEvent:
     """Sign off the result's current version (a second sign-off by the same reviewer is
-    recorded but counts once)."""
-    if _status(result) == "retracted":
-        raise ReviewError(f"{result} is retracted: there is nothing to sign off")
+    recorded but counts once). Appended at the result stream's version read with its status and
+    version (ledger.decide): an admission or revision landing meanwhile is read again, so a
+    sign-off never names a version that was already replaced, nor signs a retracted result."""
     _check_length(comment, "the comment")
-    return append(NewEvent(stream=result, type="AuditSignedOff", actor=reviewer, payload={
-        "result": result, "result_version": current_version(result), "reviewer": reviewer, "comment": comment}))
+
+    def decide() -> list[NewEvent]:
+        if _status(result) == "retracted":
+            raise ReviewError(f"{result} is retracted: there is nothing to sign off")
+        return [NewEvent(stream=result, type="AuditSignedOff", actor=reviewer, payload={
+            "result": result, "result_version": current_version(result), "reviewer": reviewer, "comment": comment})]
+
+    return _recorded(result, decide)
+
+
+def _recorded(result: str, decide) -> RecordedEvent:
+    try:
+        return append_decided(result, decide)[0]
+    except StillMoving as error:
+        raise ReviewError(str(error)) from None
 
 
 def signoff_state(result: str) -> dict:

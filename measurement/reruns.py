@@ -30,6 +30,7 @@ from typing import Any
 
 from django.db import transaction
 
+from ledger.decide import DECIDE_TRIES
 from ledger.errors import ConcurrencyError
 from ledger.selectors import stream_version
 from ledger.services import NewEvent, append
@@ -60,7 +61,7 @@ def rerun_gate(case_id: str, backend: str, actor: str, protocol: ProtocolSetting
     meanwhile), measures the new one if another was admitted, and stops if it was retracted."""
     key = result_key(backend, parse_case(case_id).id)  # an alias: CaseError naming the canonical id
     report: MeasurementReport | None = None
-    for _ in range(services.DECIDE_TRIES):
+    for _ in range(DECIDE_TRIES):
         version = stream_version(key)  # before the result: a revision between the two fails the append
         current = selectors.operator_result(key)
         if current is None or current.status == "retracted":
@@ -75,7 +76,7 @@ def rerun_gate(case_id: str, backend: str, actor: str, protocol: ProtocolSetting
         except ConcurrencyError:
             continue
     raise MeasurementError(
-        f"{key} changed {services.DECIDE_TRIES} times while this re-run was being recorded: re-run it again")
+        f"{key} changed {DECIDE_TRIES} times while this re-run was being recorded: re-run it again")
 
 
 def _record(report: MeasurementReport, key: str, current: OperatorResult, actor: str,

@@ -16,6 +16,7 @@ from typing import Any
 
 from django.conf import settings
 
+from ledger.decide import DECIDE_TRIES
 from ledger.errors import ConcurrencyError
 from ledger.selectors import stream_version
 from ledger.services import NewEvent, append, append_many
@@ -257,11 +258,6 @@ def _candidate_reasons(report: MeasurementReport, candidate: VariantReport) -> t
         bound=bound.timing if bound else None, bound_label=bound_label(bound.variant.name, bound.identity) if bound else "",
         prior_median=prior.timing.median if prior is not None and prior.timing is not None else None,
         floor_seconds=lambda: report.case.compulsory_bytes / report.copy_bandwidth, launch_overhead=report.launch_overhead)
-
-
-# Each conflict is another writer's event landing on the result's stream during one measurement
-# (a verdict, a revision, a sign-off): a few in a row means the stream is busy, not a bug to loop on.
-DECIDE_TRIES = 5
 
 
 def gate_candidate(case_id: str, backend: str, kernel: Kernel, actor: str, hypothesis: str = "",

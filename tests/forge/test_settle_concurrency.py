@@ -10,6 +10,7 @@ from forge import services
 from forge.models import CaseCampaign
 from forge.proposers.base import Proposal, RoundContext
 from forge.services import execute_round, start_campaign, start_round
+from ledger import decide
 from ledger.models import Event
 from ledger.verification import verify_ledger
 from measurement.harness.plan import ProtocolSettings
@@ -36,7 +37,7 @@ class Broken:
 @pytest.fixture
 def other_process_first(monkeypatch):
     """Before this process appends an event of `event_type`, another process settles the case."""
-    real = services.append_many
+    real = decide.append_many
     raced: list[str] = []
 
     def arm(campaign: str, event_type: str) -> list[str]:
@@ -46,7 +47,7 @@ def other_process_first(monkeypatch):
                 services.settle(campaign, CASE, "agent:other-process")
             return real(events)
 
-        monkeypatch.setattr(services, "append_many", append_many)
+        monkeypatch.setattr(decide, "append_many", append_many)
         return raced
 
     return arm

@@ -1,6 +1,8 @@
 """Reviewer actions on the ledger: sign-off rules, revisions resetting them, retraction, freezes."""
 import pytest
 
+from ledger import review
+from ledger.models import Event
 from ledger.review import (ReviewError, check_freeze, freeze, retract, sign_off, signoff_state, signoff_states)
 from ledger.services import NewEvent, append
 from ledger.verification import verify_ledger
@@ -64,6 +66,39 @@ def test_retraction_needs_a_reason_and_ends_sign_offs(ledger):
         retract(RESULT, "again", "user:maintainer")
     with pytest.raises(ReviewError, match="retracted"):
         sign_off(RESULT, "user:alice")
+    assert verify_ledger().ok
+
+
+def between_read_and_append(monkeypatch, read: str, event: NewEvent) -> None:
+    """Another writer appends `event` just after review's `read` (a function of the result) first
+    returns: the interleaving two requests at once could make, made deterministic."""
+    real = getattr(review, read)
+    raced: list[NewEvent] = []
+
+    def read_then_other_writer(result: str):
+        value = real(result)
+        if not raced:
+            raced.append(event)
+            append(event)
+        return value
+
+    monkeypatch.setattr(review, read, read_then_other_writer)
+
+
+def test_a_sign_off_names_the_version_a_revision_made_while_it_was_being_recorded(ledger, monkeypatch):
+    between_read_and_append(monkeypatch, "current_version", downgrade(RESULT, 1.9))
+    event = sign_off(RESULT, "user:alice")
+    assert event.data["result_version"] == 2  # decided again: version 1 was replaced before it was recorded
+    assert signoff_state(RESULT) == {"version": 2, "reviewers": ["user:alice"], "publishable": False}
+    assert verify_ledger().ok
+
+
+def test_a_retraction_recorded_while_another_was_being_decided_is_refused(ledger, monkeypatch):
+    between_read_and_append(monkeypatch, "_status", NewEvent(stream=RESULT, type="ResultRetracted", actor="user:other",
+                                                           payload={"result": RESULT, "reason": "throttled"}))
+    with pytest.raises(ReviewError, match="already retracted"):
+        retract(RESULT, "noisy admission", "user:maintainer")
+    assert list(Event.objects.filter(stream=RESULT).values_list("type", "actor")) == [("ResultRetracted", "user:other")]
     assert verify_ledger().ok
 
 
