@@ -21,6 +21,7 @@ from typing import Any, Callable, Iterator
 from django.conf import settings
 
 from ledger import leases
+from ledger.decide import append_decided
 from ledger.models import Event
 from ledger.services import NewEvent, append, record_from_row
 from measurement.decisions import Attempts
@@ -253,16 +254,28 @@ def rerun(app: str, actor: str, protocol: AppProtocol | None = None, progress=No
     outcome = run_gate(path if path.is_absolute() else ROOT / path, actor, protocol, progress, revises=row.verdict_event,
                        candidate=standing.get("candidate"))
     common = {"result": row.result, "rerun": str(outcome.verdict_event.event_id), "revises": row.verdict_event}
-    kind = rerun_revision(outcome.verdict, outcome.headline, outcome.verdict_event.data["headline_ci"], row.headline,
-                          outcome.inconclusive)
-    if kind == "ResultRetracted":
-        return outcome, append(NewEvent(stream=row.result, type=kind, actor=actor, payload={
-            **common, "reason": f"gate re-run: {', '.join(outcome.reasons)}: {outcome.detail}"}))
-    if kind == "ResultDowngraded":
-        return outcome, append(NewEvent(stream=row.result, type=kind, actor=actor, payload={
-            **common, "from_value": row.headline, "to_value": outcome.headline, "unit": "x",
-            "reason": f"gate re-run measured {outcome.detail}"}))
-    return outcome, None
+
+    def decide() -> list[NewEvent]:
+        """The revision, decided on the result as it stands when recorded: none when another admission
+        replaced the verdict re-run, or it was retracted, meanwhile (the measurement is of a result gone).
+        Admissions land on the app's stream, not the result's: one between this read and the append is
+        not caught by the result stream's version (docs/architecture.md, "Appends that decide")."""
+        now = AppRow.objects.filter(name=app).values("verdict_event", "status", "headline").first()
+        if now is None or now["verdict_event"] != row.verdict_event or now["status"] not in ("admitted", "downgraded"):
+            return []
+        kind = rerun_revision(outcome.verdict, outcome.headline, outcome.verdict_event.data["headline_ci"],
+                              now["headline"], outcome.inconclusive)
+        if kind == "ResultRetracted":
+            return [NewEvent(stream=row.result, type=kind, actor=actor, payload={
+                **common, "reason": f"gate re-run: {', '.join(outcome.reasons)}: {outcome.detail}"})]
+        if kind == "ResultDowngraded":
+            return [NewEvent(stream=row.result, type=kind, actor=actor, payload={
+                **common, "from_value": now["headline"], "to_value": outcome.headline, "unit": "x",
+                "reason": f"gate re-run measured {outcome.detail}"})]
+        return []
+
+    revision = append_decided(row.result, decide)  # style rule 5: at the result stream's version read with the row
+    return outcome, revision[0] if revision else None
 
 
 def settle_state(outcome: AppGateOutcome, actor: str):
@@ -286,9 +299,6 @@ def abandon_run(subject: str, reason: str, worker: dict[str, Any]) -> bool:
     app, run = subject.split("/", 1)
     stream = f"app/{app}"
     ended = Event.objects.filter(stream=stream, type__in=["AppGateVerdict", "AppGateAbandoned"], body__contains=f'"run":"{run}"')
-    if ended.exists():
-        return False
-    append(NewEvent(stream=stream, type="AppGateAbandoned", actor=leases.REAPER,
-                    payload={"app": app, "run": run, "reason": reason, "worker": worker}))
-    return True
+    return leases.append_while_open(stream, lambda: not ended.exists(), "AppGateAbandoned",
+                                    {"app": app, "run": run, "reason": reason, "worker": worker})
 

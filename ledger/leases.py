@@ -272,11 +272,11 @@ def append_while_open(stream: str, still_open: Callable[[], bool], event_type: s
     the dead worker wrote meanwhile is read again (ConcurrencyError), and work it ended stays as it
     ended. Five tries: a dead worker's stream moves at most by what it wrote before dying."""
     for _ in range(5):
+        version = stream_version(stream)  # before still_open: an end landing between the two fails the append
         if not still_open():
             return False
         try:
-            append(NewEvent(stream=stream, type=event_type, actor=actor, expected_version=stream_version(stream),
-                            payload=payload))
+            append(NewEvent(stream=stream, type=event_type, actor=actor, expected_version=version, payload=payload))
             return True
         except ConcurrencyError:
             continue
