@@ -240,6 +240,9 @@ def time_dataset(loaded, binaries, dataset, scratch, protocol: AppProtocol, gate
     return payload
 
 
+STANDING = ("admitted", "downgraded")  # the statuses a re-run re-checks
+
+
 def rerun(app: str, actor: str, protocol: AppProtocol | None = None, progress=None) -> tuple[AppGateOutcome, Any | None]:
     """Re-run the gate on an application's registered manifest; retract or downgrade its standing
     result when it no longer holds."""
@@ -247,7 +250,7 @@ def rerun(app: str, actor: str, protocol: AppProtocol | None = None, progress=No
     if row is None:
         known = ", ".join(AppRow.objects.order_by("name").values_list("name", flat=True)) or "none"
         raise AppGateError(f"no application named {app!r} is registered (registered: {known})")
-    if row.status not in ("admitted", "downgraded"):
+    if row.status not in STANDING:
         raise AppGateError(f"{app} has no standing result to re-run (status: {row.status or 'never gated'})")
     path = Path(row.manifest_path)
     standing = record_from_row(Event.objects.get(event_id=row.verdict_event)).data
@@ -261,16 +264,18 @@ def rerun(app: str, actor: str, protocol: AppProtocol | None = None, progress=No
         Admissions land on the app's stream, not the result's: one between this read and the append is
         not caught by the result stream's version (docs/architecture.md, "Appends that decide")."""
         now = AppRow.objects.filter(name=app).values("verdict_event", "status", "headline").first()
-        if now is None or now["verdict_event"] != row.verdict_event or now["status"] not in ("admitted", "downgraded"):
+        own = str(outcome.verdict_event.event_id)  # an admitted re-run's verdict stands in the row itself
+        if now is None or now["verdict_event"] not in (row.verdict_event, own) or now["status"] not in STANDING:
             return []
+        standing = row.headline if now["verdict_event"] == own else now["headline"]
         kind = rerun_revision(outcome.verdict, outcome.headline, outcome.verdict_event.data["headline_ci"],
-                              now["headline"], outcome.inconclusive)
+                              standing, outcome.inconclusive)
         if kind == "ResultRetracted":
             return [NewEvent(stream=row.result, type=kind, actor=actor, payload={
                 **common, "reason": f"gate re-run: {', '.join(outcome.reasons)}: {outcome.detail}"})]
         if kind == "ResultDowngraded":
             return [NewEvent(stream=row.result, type=kind, actor=actor, payload={
-                **common, "from_value": now["headline"], "to_value": outcome.headline, "unit": "x",
+                **common, "from_value": standing, "to_value": outcome.headline, "unit": "x",
                 "reason": f"gate re-run measured {outcome.detail}"})]
         return []
 

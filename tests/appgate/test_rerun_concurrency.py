@@ -16,12 +16,30 @@ from tests.appgate.fixtures import clocked_app
 RESULT = result_key("cpu", "clocked")
 
 
-def verdict(run: str, outcome: str, revises: str | None = None):
+def verdict(run: str, outcome: str, revises: str | None = None, headline: float = 1.4):
     admitted = outcome == "admitted"
     return append(NewEvent(stream="app/clocked", type="AppGateVerdict", actor="agent:test", payload={
         "result": RESULT, "app": "clocked", "run": run, "verdict": outcome, "revises": revises, "architecture": "cpu",
-        "reasons": [] if admitted else ["candidate_incorrect"], "headline": 1.4 if admitted else None,
-        "detail": "1.400x" if admitted else "one: candidate: wrong output"}))
+        "reasons": [] if admitted else ["candidate_incorrect"], "headline": headline if admitted else None,
+        "headline_ci": [headline * 0.97, headline * 1.03] if admitted else None,
+        "detail": f"{headline:.3f}x" if admitted else "one: candidate: wrong output"}))
+
+
+def test_an_admitted_rerun_far_below_the_standing_headline_downgrades_it(ledger, tmp_path, monkeypatch):
+    """The re-run's own admitted verdict stands in the row when the revision is decided: the standing
+    headline it is held to is the one it re-checked."""
+    register(clocked_app(tmp_path), "user:test")
+    verdict("run-1", "admitted")
+
+    def gate_run(path, actor, protocol, progress, revises, candidate):
+        slower = verdict("rerun", "admitted", revises=revises, headline=1.1)
+        return AppGateOutcome("admitted", [], slower.data["detail"], 1.1, {}, slower)
+
+    monkeypatch.setattr(services, "run_gate", gate_run)
+    _, revision = rerun("clocked", "user:reviewer")
+    assert revision.type == "ResultDowngraded" and (revision.data["from_value"], revision.data["to_value"]) == (1.4, 1.1)
+    assert AppRow.objects.get(name="clocked").status == "downgraded"
+    assert verify_ledger().ok
 
 
 @pytest.mark.parametrize("replaced", [False, True])
