@@ -20,6 +20,7 @@ import yaml
 from ..manifest import NAME
 from . import sources
 
+OUTPUT_NAME = re.compile(r"(?i)(?:^|[/._-])(?:out|output|outputs|result|results)(?:[._-]|$)")
 MAX_INPUT_FILES = 200  # files of one argument's folder taken as inputs; more is not a test input
 
 
@@ -128,7 +129,7 @@ class Arguments:
 
     words: list[str | Path]  # a plain argument, or the resolved path of a file or folder it names
     missing: list[str] = field(default_factory=list)  # paths that name nothing in the checkout
-    unverified: list[str] = field(default_factory=list)  # file-like names not there (outputs?)
+    outputs: list[str] = field(default_factory=list)  # not there, but named as outputs: the program writes them
 
     def paths(self) -> list[Path]:
         return [w for w in self.words if isinstance(w, Path)]
@@ -136,8 +137,9 @@ class Arguments:
 
 def resolve_arguments(args: list[str], folder: Path, top: Path) -> Arguments:
     """Which arguments name a file or folder (relative to the program's folder, as upstream
-    runs it there): those become the dataset's input files. A path with a '/' that names
-    nothing is a missing input; a bare file-like name that names nothing is taken as an output."""
+    runs it there): those become the dataset's input files. A path with a '/', or a file name,
+    that names nothing is a missing input, unless the name says it is an output (`out.txt`,
+    `result.dat`, `hiv1-nl43.out`: the program writes it)."""
     resolved = Arguments([])
     for arg in args:
         if _number(arg) or arg.startswith("-") or not arg:
@@ -146,12 +148,10 @@ def resolve_arguments(args: list[str], folder: Path, top: Path) -> Arguments:
         target = (folder / arg).resolve()
         if target.is_relative_to(top) and target.exists() and target != folder.resolve():
             resolved.words.append(target)
-        elif "/" in arg:
-            resolved.missing.append(arg)
+        elif "/" in arg or re.search(r"\.\w{1,5}$", arg):
+            (resolved.outputs if OUTPUT_NAME.search(arg) else resolved.missing).append(arg)
             resolved.words.append(arg)
         else:
-            if re.search(r"\.\w{1,5}$", arg):
-                resolved.unverified.append(arg)
             resolved.words.append(arg)
     return resolved
 

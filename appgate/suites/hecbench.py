@@ -69,10 +69,10 @@ class HecbenchAdapter:
         if not folder.is_dir():
             return program.refuse("missing_source", f"benchmarks.yaml has test metadata for {name}, but the checkout "
                                   f"has no folder src/{name}-{options.model}/")
+        if not make.is_file() and not test:
+            return program.refuse("no_test_metadata", f"{unlisted}, and src/{folder.name}/ has no Makefile")
         if not make.is_file():
-            return program.refuse(*(("no_makefile", f"src/{folder.name}/ has no Makefile (upstream builds it with "
-                                                    "CMake)") if test else
-                                    ("no_test_metadata", f"{unlisted}, and src/{folder.name}/ has no Makefile")))
+            return program.refuse("no_makefile", f"src/{folder.name}/ has no Makefile (upstream builds it with CMake)")
         facts = _makefile(make.read_text(errors="replace"))
         build_command = _build_command(program, facts, options)
         closure, main, texts = _read_sources(program, folder, make, facts, top)
@@ -274,9 +274,9 @@ def _arguments(program: Program, test_args: list[str] | None, run_args: list[str
         if arguments.missing:
             program.refuse("missing_input", f"the {name} arguments name {', '.join(arguments.missing)}, not in the "
                            "checkout (upstream keeps files of 1 MB or more out of git)")
-        if arguments.unverified:
-            program.note("unverified_file_argument", f"{name}: {', '.join(arguments.unverified)} not in the checkout: "
-                         "taken as a file the program writes")
+        if arguments.outputs:
+            program.note("output_argument", f"{name}: {', '.join(arguments.outputs)} not in the checkout: named "
+                         "as an output, taken as a file the program writes")
     return found
 
 
