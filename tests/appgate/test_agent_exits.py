@@ -21,25 +21,27 @@ def nothing_proposed_or_gated() -> bool:
     return not Event.objects.filter(type__in=["AppCandidateProposed", "AppGateVerdict", "AppDatasetMeasured"]).exists()
 
 
-@pytest.mark.parametrize("changes, problem", [
+@pytest.mark.parametrize("changes, problem, code", [
     ({"build": {"command": "cc -O1 {switch} -include no_such_header.h -o {out} src/main.c"}},
-     "M1: the baseline does not build: "),
+     "M1: the baseline does not build: ", "build_failed"),
     ({"correctness": {"own_check": {**OWN_CHECK, "result_pattern": "VERIFICATION: CONVERGED"}, "compare": COMPARE}},
-     "M1: the baseline fails on one: "),
+     "M1: the baseline fails on one: ", "own_check_failed"),
 ])
-def test_a_baseline_that_does_not_build_or_verify_blocks_the_agent(ledger, tmp_path, changes, problem):
+def test_a_baseline_that_does_not_build_or_verify_blocks_the_agent(ledger, tmp_path, changes, problem, code):
     row = run_agent(clocked_app(tmp_path, **changes), "agent:test", protocol=QUICK)
     assert row.state == "BLOCKED" and row.state_reason.startswith(problem), row.state_reason
+    assert row.state_code == code
     assert row.milestones == [] and nothing_proposed_or_gated()
 
 
-@pytest.mark.parametrize("hotspot, measured", [
-    ({**HOTSPOT, "unit": "ns"}, "0%"),  # the same clock read as nanoseconds: 0.05% of the time
-    ({"source": "none"}, "none"),
+@pytest.mark.parametrize("hotspot, measured, code", [
+    ({**HOTSPOT, "unit": "ns"}, "0%", "hotspot_below_share"),  # the same clock read as nanoseconds: 0.05% of the time
+    ({"source": "none"}, "none", "hotspot_unmeasured"),
 ])
-def test_an_application_whose_hotspot_carries_under_20_percent_is_out_of_scope(ledger, tmp_path, hotspot, measured):
+def test_an_application_whose_hotspot_carries_under_20_percent_is_out_of_scope(ledger, tmp_path, hotspot, measured,
+                                                                                code):
     row = run_agent(clocked_app(tmp_path, hotspot=hotspot), "agent:test", protocol=QUICK)
-    assert row.state == "OUT_OF_SCOPE", row.state_reason
+    assert row.state == "OUT_OF_SCOPE" and row.state_code == code, row.state_reason
     assert row.state_reason == (f"no stencil hotspot carries at least {MIN_HOTSPOT_FRACTION:.0%} of the time "
                                 f"(measured: {measured})")
     assert [m["milestone"] for m in row.milestones] == ["M1"] and nothing_proposed_or_gated()

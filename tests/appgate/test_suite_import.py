@@ -66,10 +66,14 @@ int main(void) {
   return 0;
 }
 """
+# Reads a file nobody gave it (upstream's data, left out of git): says so on stderr and fails.
+OPENER = MAIN.replace("  double ms", '  if (!fopen("weights.bin", "rb")) { fprintf(stderr, "cannot open weights.bin\\n"); '
+                                      "return 2; }\n  double ms")
 PROGRAMS = {  # name: (benchmarks.yaml test block or None, main.c or None: no folder, the run target's arguments)
     "good": ({"regex": TIMED, "args": ["6"]}, MAIN, "40"),
     "failing": ({"regex": TIMED, "args": ["6", "1"]}, MAIN, "6 1"),
     "tiny": ({"regex": TIMED, "args": ["0.5"]}, MAIN, "0.5"),
+    "opener": ({"regex": TIMED, "args": ["6"]}, OPENER, "6"),
     "unitless": ({"regex": r"(?:Kernel time : )([0-9.+-e]+)", "args": []}, UNITLESS, ""),
     "reader": ({"regex": TIMED, "args": ["../reader-omp/data/input.bin", "6"]}, MAIN, "6"),
     "fromsource": (None, MAIN, "6"),  # no metadata: its one printed time and its run target's arguments
@@ -120,8 +124,8 @@ def test_a_suite_imports_a_valid_manifest_per_program_and_refuses_what_it_cannot
 
     by_name = {p["name"]: p for p in report["programs"]}
     assert {n: p["status"] for n, p in by_name.items()} == {
-        "good": "imported", "failing": "imported", "tiny": "imported", "fromsource": "imported", "twotimes": "imported",
-        "unitless": "refused", "reader": "refused", "nometa": "refused", "ghost": "refused"}
+        "good": "imported", "failing": "imported", "tiny": "imported", "opener": "imported", "fromsource": "imported",
+        "twotimes": "imported", "unitless": "refused", "reader": "refused", "nometa": "refused", "ghost": "refused"}
     assert {n: [r["code"] for r in by_name[n]["refusals"]] for n in ("unitless", "reader", "nometa", "ghost")} == {
         "unitless": ["timing_unit_unknown"], "reader": ["missing_input"], "nometa": ["no_test_metadata"],
         "ghost": ["missing_source"]}
@@ -160,12 +164,13 @@ def test_a_suite_imports_a_valid_manifest_per_program_and_refuses_what_it_cannot
     assert "timing_of_the_kernel" in {n["code"] for n in by_name["twotimes"]["notes"]}
     registered = Event.objects.filter(type="AppRegistered")
     assert sorted(json.loads(e.body)["payload"]["app"] for e in registered) == [
-        "synth-failing-omp", "synth-fromsource-omp", "synth-good-omp", "synth-tiny-omp", "synth-twotimes-omp"]
+        "synth-failing-omp", "synth-fromsource-omp", "synth-good-omp", "synth-opener-omp", "synth-tiny-omp",
+        "synth-twotimes-omp"]
     assert listing(suite) == before  # nothing written into the checkout
 
     again = imported(suite, tmp_path / "manifests")  # the same manifests register nothing new
     assert {p["registered"] for p in again["programs"] if p["status"] == "imported"} == {"unchanged"}
-    assert Event.objects.filter(type="AppRegistered").count() == 5
+    assert Event.objects.filter(type="AppRegistered").count() == 6
 
 
 def test_manifests_name_the_checkout_by_its_root_and_load_wherever_the_root_points(ledger, suite, tmp_path,
@@ -190,17 +195,19 @@ def test_an_import_under_a_root_that_names_another_folder_is_refused_before_anyt
 
 
 def test_triage_on_the_cpu_blocks_a_program_whose_own_check_fails_and_one_too_short_to_time(ledger, suite, tmp_path):
-    imported(suite, tmp_path / "manifests", only=("good", "failing", "tiny"))
+    imported(suite, tmp_path / "manifests", only=("good", "failing", "tiny", "opener"))
     report = triage_all(manifest_paths([str(tmp_path / "manifests")]), "agent:test")
 
     states = {a["app"]: (a["state"], a["code"]) for a in report["apps"]}
     assert states == {"synth-failing-omp": ("BLOCKED", "own_check_failed"), "synth-tiny-omp": ("BLOCKED", "too_short"),
+                      "synth-opener-omp": ("BLOCKED", "missing_input"),
                       "synth-good-omp": ("OUT_OF_SCOPE", "hotspot_unmeasured")}
     reasons = {a["app"]: a["reason"] for a in report["apps"]}
     assert reasons["synth-failing-omp"] == "M1: the baseline fails on test: the program reported failure (FAIL)"
     assert reasons["synth-tiny-omp"].startswith(
         "M1: the baseline fails on test: 0.5 ms by its clock (pattern), under the 1 ms")
-    assert report["by_reason"] == {"BLOCKED/own_check_failed": 1, "BLOCKED/too_short": 1,
+    assert reasons["synth-opener-omp"] == "M1: the baseline fails on test: exit status 2: cannot open weights.bin"
+    assert report["by_reason"] == {"BLOCKED/own_check_failed": 1, "BLOCKED/too_short": 1, "BLOCKED/missing_input": 1,
                                    "OUT_OF_SCOPE/hotspot_unmeasured": 1}
     good = AppRow.objects.get(name="synth-good-omp")
     assert good.state_code == "hotspot_unmeasured" and [m["milestone"] for m in good.milestones] == ["M1"]
