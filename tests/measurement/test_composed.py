@@ -80,10 +80,14 @@ def test_a_diamond_candidate_slower_than_t_launches_of_the_admitted_star_1_kerne
     assert composed.identity["steps"] == 4 and composed.identity["single_step_case"] == star
     data = outcome.verdict_event.data
     assert outcome.verdict == "rejected" and data["reasons"] == ["not_faster_than_public_bound"]
-    # The straightforward f16 kernel is the F16C one (measurement.harness.codegen_c), about as fast
-    # as honest_f16c: either composed bound may be the faster, and the verdict names that one.
+    # The candidate is slower than each composed bound (it computes the 4-step footprint as one
+    # stencil on one thread); which baseline is the fastest, and so the bound the verdict names,
+    # depends on the machine's load (the straightforward f16 kernel is the F16C one and runs on
+    # every core), so the test checks that the verdict names the fastest, whichever it is.
+    over = {name: b["speedup"] for name, b in data["baselines"].items()}
+    assert over["composed(star_1 admitted x4)"] < 1 and over["composed(straightforward x4)"] < 1, over
     bound = outcome.report.bound.variant.name
-    assert bound in ("composed(star_1 admitted x4)", "composed(straightforward x4)")
+    assert over[bound] == min(over[r.variant.name] for r in outcome.report.baselines() if r.usable)
     assert data["bound"]["name"] == bound and f"over {bound}" in data["detail"]
     recorded = {v["name"]: v for v in outcome.measured_event.data["variants"]}
     assert recorded["composed(star_1 admitted x4)"]["source_hash"] == hashlib.sha256(F16C.encode()).hexdigest()
