@@ -9,13 +9,11 @@ from collections import Counter
 from datetime import datetime
 from pathlib import Path
 
+from measurement.roofline import GEOMEAN_TARGET, MEMORY_FLOOR, MEMORY_MEDIAN_TARGET
 from operator_table_export import ROOT, Export, Result
 from operator_table_rows import (Machine, bandwidth, baseline_cells, baseline_names, cell, classify, diagnosis_cell,
                                  intensity, kernel_cell, precision_of, ratio_ci, roofline_ceiling, status_cell)
 
-MEMORY_MEDIAN_TARGET = 0.90  # median fraction of the copy bandwidth over the memory-bound cases
-MEMORY_FLOOR = 0.80  # no memory-bound case below this fraction
-GEOMEAN_TARGET = 2.5  # geometric mean of the same-precision f32 speedups over the bound
 
 
 def header(export: Export, command: str) -> list[str]:

@@ -7,11 +7,11 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
+from measurement.roofline import FP32_LANES, fp32_peak
+from measurement.roofline import roofline_ceiling as ceiling_over
 from operator_table_export import Export, Result
 
 BASELINE_ORDER = ["straightforward", "cupyx.ndimage", "scipy.ndimage", "pystencils", "torch.conv"]
-# FP32 lanes per SM by compute capability (Hopper, CC 9.0: 4 partitions x 32 FP32 units).
-FP32_LANES = {"9.0": 128}
 
 
 @dataclass
@@ -32,10 +32,9 @@ def machine(export: Export) -> Machine:
     copies = [e["payload"]["copy_bandwidth"] for e in export.measured
               if e["payload"].get("copy_bandwidth") and (e["payload"].get("description") or {}).get("device") == d.get("device")]
     copy = statistics.median(copies) if copies else None
-    lanes = FP32_LANES.get(str(capability))
-    if lanes and sms and clock:
-        peak = sms * lanes * 2 * clock * 1e6
-        text = (f"{sms} SMs × {lanes} FP32 lanes × 2 flop (FMA) × {clock} MHz (the maximum SM clock recorded) "
+    peak = fp32_peak(capability, sms, clock)
+    if peak:
+        text = (f"{sms} SMs × {FP32_LANES[str(capability)]} FP32 lanes × 2 flop (FMA) × {clock} MHz (the maximum SM clock recorded) "
                 f"= {peak / 1e12:.1f} TFLOP/s")
         return Machine(peak, text, copy, len(copies))
     why = f"compute capability {capability}" if capability else "no compute capability recorded"
@@ -66,8 +65,7 @@ def roofline_ceiling(export: Export, mach: Machine, case: str, result: "Result")
     copy = export.by_id.get(p.get("measurement") or "", {}).get("payload", {}).get("copy_bandwidth")
     if not (d and bound and copy):
         return None
-    floor = max(d["compulsory_bytes"] / copy, d["flops"] / mach.peak if mach.peak else 0.0)
-    return bound / floor
+    return ceiling_over(bound, d["compulsory_bytes"], d["flops"], copy, mach.peak)
 
 
 def precision_of(export: Export, case: str) -> str:

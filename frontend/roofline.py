@@ -2,7 +2,8 @@
 on, the case's arithmetic intensity and class, and the roofline ceiling over its bound.
 
 The generated operator tables (docs/benchmarks/*_operator_table.md, benchmarks/operator_table_rows.py)
-state the same from a ledger export; the page, the API and the CSV read them from this ledger's
+and this module share the peak, the ceiling and the targets (measurement/roofline.py); they
+state them from a ledger export; the page, the API and the CSV read them from this ledger's
 events, computed the same way: the FP32 peak from the device's recorded description (compute
 capability 9.0 only; elsewhere unknown), the copy bandwidth measured in the run of the verdict,
 the machine balance = peak / copy bandwidth, a case memory-bound when its intensity (CaseDefined
@@ -18,20 +19,13 @@ from typing import Any, Iterable
 
 from ledger.models import Event
 from ledger.records import RecordedEvent
-
-FP32_LANES = {"9.0": 128}  # FP32 lanes per SM by compute capability (Hopper: 4 partitions x 32)
-# The targets the generated tables check (benchmarks/operator_table_render.py), shown beside the rows.
-MEMORY_MEDIAN_TARGET = 0.90  # median fraction of the copy bandwidth over the memory-bound cases
-MEMORY_FLOOR = 0.80  # no memory-bound case below this fraction
-GEOMEAN_TARGET = 2.5  # geometric mean of the same-precision f32 speedups over the bound
-TARGETS = {"memory_median": MEMORY_MEDIAN_TARGET, "memory_floor": MEMORY_FLOOR, "geomean": GEOMEAN_TARGET}
+from measurement.roofline import roofline_ceiling
+from measurement.roofline import fp32_peak as machine_peak
 
 
 def fp32_peak(description: dict[str, Any]) -> float | None:
-    """flop/s: SMs x FP32 lanes x 2 (FMA) x the maximum SM clock recorded; None where unknown."""
-    lanes = FP32_LANES.get(str(description.get("compute_capability")))
-    sms, clock = description.get("sm_count"), (description.get("clocks_max_mhz") or {}).get("sm")
-    return sms * lanes * 2 * clock * 1e6 if lanes and sms and clock else None
+    return machine_peak(description.get("compute_capability"), description.get("sm_count"),
+                        (description.get("clocks_max_mhz") or {}).get("sm"))
 
 
 def device_name(description: dict[str, Any]) -> str:
@@ -64,7 +58,5 @@ def case_roofline(defined: dict[str, Any] | None, run: dict[str, Any] | None, bo
     copy, peak = (run or {}).get("copy_bandwidth"), (run or {}).get("peak")
     balance = peak / copy if peak and copy else None
     klass = "unknown" if intensity is None or balance is None else "memory-bound" if intensity < balance else "compute-bound"
-    ceiling = None
-    if bound_median and copy and nbytes:
-        ceiling = bound_median / max(nbytes / copy, flops / peak if peak and flops else 0.0)
+    ceiling = roofline_ceiling(bound_median, nbytes, flops, copy, peak) if bound_median and copy and nbytes else None
     return {"flop_per_byte": intensity, "bound_class": klass, "roofline_ceiling": ceiling}

@@ -19,8 +19,9 @@ from ledger import event_types
 from ledger import selectors as ledger_selectors
 from ledger.models import Event, EventTypeCount
 from ledger.review import ReviewError
+from measurement.roofline import TARGETS
 
-from . import plots, provenance, publication, reruns, roofline, selectors, tables
+from . import plots, provenance, publication, reruns, selectors, tables
 
 PLOTLY_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
 
@@ -44,7 +45,7 @@ def dashboard(request: HttpRequest) -> HttpResponse:
         "status": status,
         "counts": selectors.dashboard_counts(status["event_types"], operator_rows),
         "figures": tables.headline_figures(operators=operator_rows, applications=app_rows),
-        "targets": roofline.TARGETS,
+        "targets": TARGETS,
         "distribution": plots.speedup_distribution([row["headline"] for row in apps]),
         "freezes": publication.freezes(),
         "recent": [selectors.record(e) for e in Event.objects.order_by("-position")[:10]],
@@ -86,7 +87,7 @@ def _table_page(request: HttpRequest, builder: Callable[..., list[dict]], filter
 def operator_table(request: HttpRequest) -> HttpResponse:
     context = _table_page(request, tables.operator_rows, OPERATOR_FILTERS, OPERATOR_HEADERS, "case", "api-operator-cases")
     context.update(matrices=sorted(tables.matrix_backends()), statuses=tables.OPERATOR_STATUSES,
-                   baselines=tables.BASELINE_MEANINGS, targets=roofline.TARGETS)
+                   baselines=tables.BASELINE_MEANINGS, targets=TARGETS)
     return render(request, "frontend/operators.html", context, status=400 if context["error"] else 200)
 
 
