@@ -9,9 +9,10 @@ from collections import Counter, defaultdict
 
 from forge_campaign import CampaignView
 from operator_table_export import Export
-from operator_table_rows import cell, ratio_ci, round_label, round_number
+from operator_table_rows import cell, met, ratio_ci, round_label, round_number
 
 from measurement.harness.rules import REGRESSION_BAND
+from measurement.roofline import TEMPORAL_TARGET
 
 
 def outcome(r: dict, view: CampaignView) -> str:
@@ -174,9 +175,32 @@ def regate_section(export: Export) -> list[str]:
         f"have a CI above 1 in a re-run too noisy to conclude. Geomean speedup over the bound, per precision: "
         f"{geomeans or 'none'}.",
         "",
+        *temporal_target(export, latest),
         "| case | admitted over | re-gate [95% CI] | bound of the re-gate | "
         + " | ".join(f"over {cell(name)}" for name in families) + " | still wins | verdict |",
         "|---|---|---|---|" + "---|" * len(families) + "---|---|",
         *rows,
         "",
     ]
+
+
+def temporal_target(export: Export, latest: dict[str, dict]) -> list[str]:
+    """The temporal target (issue 16): every diamond_tsT with T >= 4 at TEMPORAL_TARGET over its
+    composed bound, the fastest of its composed baselines (T launches of the best single step) in
+    its latest re-gate; a case that no longer stands does not meet it whatever its ratio."""
+    temporal = sorted(c for c in export.cases if c.startswith("diamond_ts") and int(c.split("/")[0][10:]) >= 4)
+    if not temporal:
+        return []
+    parts, every = [], True
+    for case in temporal:
+        composed = [b.get("speedup") for name, b in (latest.get(case) or {}).get("baselines", {}).items()
+                    if name.startswith("composed(") and b.get("speedup")]
+        over = min(composed) if composed else None
+        standing = export.results.get(case) is not None and export.results[case].standing
+        every &= bool(over and standing and over >= TEMPORAL_TARGET)
+        parts.append(f"{case} {over:.2f}x" if over else f"{case} not measured against a composed bound")
+        if over and not standing:
+            parts[-1] += " (no standing result)"
+    return [f"Temporal (target: every diamond_tsT with T ≥ 4 at ≥ {TEMPORAL_TARGET}x over its composed bound, T launches "
+            f"of the best single step): {met(every)}: " + ", ".join(parts) + ".", ""]
+

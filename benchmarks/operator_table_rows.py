@@ -75,6 +75,10 @@ def precision_of(export: Export, case: str) -> str:
 # ---------------------------------------------------------------- cells
 
 
+def met(ok: bool) -> str:
+    return "**met**" if ok else "**not met**"
+
+
 def cell(text: str) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
