@@ -15,5 +15,10 @@ IMPOSSIBLE_MARGIN = 0.9
 
 def impossible_speed(median: float, launch_overhead: float, floor_seconds: float) -> bool:
     """A median, less the launch overhead, below IMPOSSIBLE_MARGIN of the time the compulsory
-    bytes take at the measured copy bandwidth (`floor_seconds`)."""
-    return median - launch_overhead < IMPOSSIBLE_MARGIN * floor_seconds
+    bytes take at the measured copy bandwidth (`floor_seconds`). The overhead is subtracted only
+    where it is no longer than the floor: beyond that its own noise is larger than the work (a
+    tiny CPU case on a loaded machine: the fastest of nine empty OpenMP launches at 108 us
+    against a 12 us floor rejected an honest kernel), so only the median itself is held to the
+    floor there; a kernel that skips its work is still caught by the per-launch output check."""
+    overhead = launch_overhead if launch_overhead <= floor_seconds else 0.0
+    return median - overhead < IMPOSSIBLE_MARGIN * floor_seconds

@@ -23,6 +23,15 @@ F16C = (Path(__file__).parent / "cheats" / "honest_f16c.c").read_text()
 SHAPE = "32x32x32"
 
 
+
+def repeated(source: str, case, times: int) -> str:
+    """The C kernel `source` as a `stencil` that does all its work `times` times a launch: the same
+    output, `times` times slower."""
+    t = codegen.c_type(case.precision)
+    return ("#define stencil forgestencil_once\n" + source + "\n#undef stencil\n"
+            f"void stencil(const {t}* u, const {t}* a, {t}* y, const double* coef, int nz, int ny, int nx)\n"
+            f"{{\n    for (int r = 0; r < {times}; ++r)\n        forgestencil_once(u, a, y, coef, nz, ny, nx);\n}}\n")
+
 def test_a_composed_bound_launches_its_single_step_kernel_t_times_into_y_and_nan_around_the_region():
     backend = cpu.create()
     case = parse_case("diamond_ts4/19x21x23/f32")
@@ -70,8 +79,10 @@ def test_a_diamond_candidate_slower_than_t_launches_of_the_admitted_star_1_kerne
     diamond = f"diamond_ts4/{SHAPE}/f16"
     assert [b.variant.name for b in composed_bounds(parse_case(diamond), "cpu")] == [
         "composed(star_1 admitted x4)", "composed(straightforward x4)"]
-    # The straightforward diamond kernel on one thread: correct, and slower than four F16C launches.
-    slow = Kernel(codegen.straightforward_c(parse_case(diamond)), {"threads": 1})
+    # The straightforward diamond kernel on one thread, run eight times a launch: correct, and
+    # slower than four F16C launches by far more than a loaded machine's noise (once a launch it
+    # was measured at 0.9-1.06x of them).
+    slow = Kernel(repeated(codegen.straightforward_c(parse_case(diamond)), parse_case(diamond), 8), {"threads": 1})
     outcome = gate_candidate(diamond, "cpu", slow, "agent:test", protocol=QUICK)
     composed = outcome.report.variants["composed(star_1 admitted x4)"]
     assert composed.correctness.correct and composed.usable and composed.variant.steps == 4
@@ -80,10 +91,9 @@ def test_a_diamond_candidate_slower_than_t_launches_of_the_admitted_star_1_kerne
     assert composed.identity["steps"] == 4 and composed.identity["single_step_case"] == star
     data = outcome.verdict_event.data
     assert outcome.verdict == "rejected" and data["reasons"] == ["not_faster_than_public_bound"]
-    # The candidate is slower than each composed bound (it computes the 4-step footprint as one
-    # stencil on one thread); which baseline is the fastest, and so the bound the verdict names,
-    # depends on the machine's load (the straightforward f16 kernel is the F16C one and runs on
-    # every core), so the test checks that the verdict names the fastest, whichever it is.
+    # Which baseline is the fastest, and so the bound the verdict names, depends on the machine's
+    # load (the straightforward f16 kernel is the F16C one and runs on every core), so the test
+    # checks that the verdict names the fastest usable one, whichever it is.
     over = {name: b["speedup"] for name, b in data["baselines"].items()}
     assert over["composed(star_1 admitted x4)"] < 1 and over["composed(straightforward x4)"] < 1, over
     bound = outcome.report.bound.variant.name

@@ -155,6 +155,13 @@ def test_the_launch_overhead_is_taken_off_the_median_before_the_floor_rule():
     assert not impossible_speed(1.5, 0.5, 1.0)
 
 
+def test_an_overhead_longer_than_the_floor_is_not_taken_off():
+    assert impossible_speed(1.5, 1.0, 1.0)  # an overhead as long as the floor is still subtracted
+    assert not impossible_speed(1.5, 1.0 + 1e-9, 1.0)  # a longer one is noise larger than the work
+    assert not impossible_speed(9.5, 9.0, 1.0)  # 0.5 s of "work" left, but the overhead swamps it
+    assert impossible_speed(0.85, 9.0, 1.0)  # the median alone below the floor stays impossible
+
+
 # ---- the gate ----------------------------------------------------------------------------------
 
 
