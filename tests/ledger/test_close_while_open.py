@@ -28,6 +28,6 @@ def test_work_ended_between_the_reapers_check_and_its_append_stays_ended(ledger)
     assert not leases.append_while_open(STREAM, still_open, "RerunAbandoned",
                                         {"rerun": RERUN, "reason": "its worker died", "worker": WORKER})
     assert checks == [True, False]
-    recorded = list(Event.objects.filter(stream=STREAM).values_list("type", flat=True))
+    recorded = list(Event.objects.filter(stream=STREAM).order_by("position").values_list("type", flat=True))
     assert recorded == ["RerunRequested", "RerunFinished"]
     assert verify_ledger().ok
