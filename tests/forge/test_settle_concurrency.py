@@ -2,7 +2,6 @@
 convergence events are appended at the campaign stream's version read before the case's state, so
 the second one reads again and finds nothing left to do (issue 21). The interleaving is made, not
 raced: the other process settles the case between this one's read and its append."""
-from pathlib import Path
 
 import pytest
 

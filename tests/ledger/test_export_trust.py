@@ -53,6 +53,15 @@ def resigned(records: list[dict], key: Ed25519PrivateKey) -> list[dict]:
     return records
 
 
+
+def assert_import_refused_into_a_second_ledger(export_file, match: str) -> None:
+    """A fresh ledger refuses the whole file with `match` and keeps only its own first event."""
+    erase_ledger()
+    initialise_ledger("second ledger", "user:test")
+    with pytest.raises(LedgerError, match=match):
+        import_ledger(export_file, "user:importer")
+    assert Event.objects.count() == 1
+
 def test_an_export_ends_with_its_signed_head_and_exporting_again_adds_nothing(export_file, tmp_path):
     records = lines(export_file)
     last = records[-1]
@@ -73,11 +82,7 @@ def test_a_rewritten_export_re_signed_with_a_fresh_key_is_refused(export_file):
     assert result.returncode == 1
     assert f"line 5: checkpoint of ledger {records[0]['payload']['ledger_id']} at head #4 is signed by key {forged}" in result.stderr
     assert "not trusted here" in result.stderr and "pass --key with it" in result.stderr
-    erase_ledger()
-    initialise_ledger("second ledger", "user:test")
-    with pytest.raises(LedgerError, match=f"signed by key {forged}.*LEDGER_TRUSTED_PUBLIC_KEYS.*nothing was imported"):
-        import_ledger(export_file, "user:importer")
-    assert Event.objects.count() == 1
+    assert_import_refused_into_a_second_ledger(export_file, f"signed by key {forged}.*LEDGER_TRUSTED_PUBLIC_KEYS.*nothing was imported")
 
 
 def test_verify_export_trusts_the_keys_file_not_the_file_s_own_key(export_file, tmp_path):
@@ -189,11 +194,7 @@ def test_an_import_with_an_invalid_payload_under_a_valid_chain_and_trusted_head_
     records[2]["payload"]["to_value"] = "faster"  # ResultDowngraded's to_value is a number
     write(export_file, resigned(records, signing_key()))
     assert run_standalone(export_file, "--key", public_key_text(signing_key())).returncode == 0  # the chain holds
-    erase_ledger()
-    initialise_ledger("second ledger", "user:test")
-    with pytest.raises(LedgerError, match=r"line 3: .*to_value.*; nothing was imported"):
-        import_ledger(export_file, "user:importer")
-    assert Event.objects.count() == 1
+    assert_import_refused_into_a_second_ledger(export_file, r"line 3: .*to_value.*; nothing was imported")
 
 
 def test_an_imported_checkpoint_by_another_key_covered_by_a_trusted_one_is_counted_not_refused(ledger, tmp_path):
