@@ -69,3 +69,15 @@ class RerunAbandoned(Payload):
     rerun: str
     reason: str
     worker: WorkerIdentity
+
+
+@event_type("RerunBatchRequested", owner="frontend")
+class RerunBatchRequested(Payload):
+    """A whole-matrix re-run fanned out to the workers (frontend/batches.py): one re-run per standing
+    result of `backend`, requested in the same transaction, each its own task; this names them, so
+    the command and the re-runs page can follow the batch and sum it up."""
+
+    batch: str
+    backend: str
+    reruns: list[dict[str, str]]  # {"rerun": id, "case": case id}, in case order
+    protocol: Optional[dict[str, int]]

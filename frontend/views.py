@@ -21,7 +21,7 @@ from ledger.models import Event, EventTypeCount
 from ledger.review import ReviewError
 from measurement.roofline import TARGETS
 
-from . import plots, provenance, publication, reruns, selectors, tables
+from . import batches, plots, provenance, publication, reruns, selectors, tables
 
 PLOTLY_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
 
@@ -256,15 +256,22 @@ RERUNS_SHOWN = 200
 
 def rerun_list(request: HttpRequest) -> HttpResponse:
     """Every re-run, newest first (the newest RERUNS_SHOWN), by state, backend, kind or result: a
-    failed or abandoned one stays findable after its page was closed."""
+    failed or abandoned one stays findable after its page was closed. `?batch=ID`: the re-runs of
+    one fanned-out whole-matrix re-run (frontend.batches), in case order, with how many ended."""
     filters = {name: request.GET.get(name, "").strip() for name in (*reruns.FILTERS, "result")}
-    error = None
+    error, batch = None, None
     try:
         rows = reruns.listed(filters, RERUNS_SHOWN)
     except tables.TableQueryError as exc:
         rows, error = [], str(exc)
+    if request.GET.get("batch", "").strip():  # a fanned-out whole-matrix re-run: its re-runs alone, n of N ended
+        try:
+            batch = batches.batch_status(request.GET["batch"].strip())
+        except reruns.UnknownRerun as exc:
+            raise Http404(str(exc))
+        rows = batch["reruns"]
     return render(request, "frontend/reruns.html", {"rows": rows, "filters": filters, "error": error, "limit": RERUNS_SHOWN,
-                                                    "choices": reruns.FILTERS}, status=400 if error else 200)
+                                                    "choices": reruns.FILTERS, "batch": batch}, status=400 if error else 200)
 
 
 def rerun_page(request: HttpRequest, rerun_id: str) -> HttpResponse:

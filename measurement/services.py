@@ -29,7 +29,7 @@ from measurement.harness.plan import DEFAULT_PROTOCOL, ProtocolSettings, check_p
 from measurement.harness.protocol import CheckSpec, TimingRun, TimingSpec, check_variant, time_variants
 from measurement.harness.session_info import baseline_session
 
-from . import selectors
+from . import selectors, workers
 from .decisions import Attempts, judge_candidate, verdict_spread
 from .composed import composed_bounds, name_parts
 from .reports import MeasurementReport, VariantReport, bound_label, source_hash
@@ -167,7 +167,7 @@ def measure(
             checks.setdefault(variant.name, pool.submit(_check, case, backend, variant, specs, protocol.check_timeout))
         checked = {name: future.result() for name, future in checks.items()}
     description, straightforward, baseline_runs = session.value
-    description = {**description, "isolation": isolation}
+    description = {**description, "isolation": isolation, "worker": workers.description()}  # which device timed it
     name_parts(description, composed)
     given = {bound.variant.name: bound.variant for bound in composed}
     reports: dict[str, VariantReport] = {}

@@ -18,9 +18,14 @@ class Command(BaseCommand):
         which = parser.add_mutually_exclusive_group(required=True)
         which.add_argument("--case", help="re-run this case's admitted kernel")
         which.add_argument("--all", action="store_true", help="re-run every result of --backend not retracted, in case order")
+        parser.add_argument("--fan-out", action="store_true",
+                            help="with --all: one re-run task per case on the backend's queue, run by the workers "
+                                 "(needs CELERY_BROKER_URL); waits for every one, printing n of N as each ends")
         add_protocol_arguments(parser)
 
     def handle(self, *args, **options) -> None:
+        if options["fan_out"] and not options["all"]:
+            raise CommandError("--fan-out goes with --all")
         if options["all"]:
             self.rerun_all(options)
             return
@@ -42,9 +47,34 @@ class Command(BaseCommand):
             self.stdout.write(item.line())
             self.stdout.flush()  # a line per case as it ends, also when stdout is a pipe (a device call)
 
-        outcomes: list[RerunOutcome] = rerun_all(backend, options["actor"], protocol_from(options), report)
+        if options["fan_out"]:
+            outcomes = self.fan_out(options, report)
+        else:
+            outcomes = rerun_all(backend, options["actor"], protocol_from(options), report)
         counts = rerun_counts(outcomes)
         self.stdout.write(f"re-ran {len(outcomes)} {backend} results in {time.perf_counter() - started:.1f} s: "
                           + ", ".join(f"{n} {name}" for name, n in counts.items()))
         if counts["failed"]:
             raise CommandError(f"{counts['failed']} of {len(outcomes)} re-runs failed")
+
+    def fan_out(self, options, report) -> list[RerunOutcome]:
+        """The batch of re-runs (frontend.batches), followed to its end: n of N as each ends. The
+        workers measure with their own settings; only --passes and --launches travel with the batch."""
+        from frontend.batches import BatchError, follow, request_batch  # re-runs are the audit app's tracked work
+
+        protocol_from(options)  # the same checks of --passes and --launches
+        protocol = {k: options[k] for k in ("passes", "launches") if options.get(k)} or None
+        try:
+            batch = request_batch(options["backend"], options["actor"], protocol=protocol)
+        except BatchError as exc:
+            raise CommandError(str(exc)) from None
+        self.stdout.write(f"batch {batch}: one re-run task per case queued; progress: /reruns/?batch={batch}")
+
+        def ended(done: int, total: int, item: RerunOutcome) -> None:
+            self.stdout.write(f"[{done} of {total}] ", ending="")
+            report(item)
+
+        try:
+            return follow(batch, ended)
+        except BatchError as exc:
+            raise CommandError(str(exc)) from None
