@@ -45,7 +45,10 @@ def variants(case) -> list[tuple[str, dict]]:
     return [(label, {**base, **change}) for label, change in changes]
 
 
-def sweep_case(backend, case_id: str, passes: int, launches: int) -> dict:
+def sweep_case(backend, case_id: str, passes: int, launches: int, candidates=None, extra=None) -> dict:
+    """`candidates`: (label, parameters, render) triples, default the rows16 family of
+    `variants`; `extra`: rows timed in the same passes on their own buffers, each
+    (name, prepared, buffers, coef, multiplier) (a composed bound: a T = 1 kernel times T)."""
     import numpy as np
 
     from measurement.backends.base import Kernel, Variant
@@ -59,10 +62,11 @@ def sweep_case(backend, case_id: str, passes: int, launches: int) -> dict:
     parameters: dict = {"straightforward": None}
     reference = None
     rejected = {}
-    for label, params in [("straightforward", None), *variants(case)]:
+    candidates = candidates if candidates is not None else [(label, p, render) for label, p in variants(case)]
+    for label, params, renderer in [("straightforward", None, None), *candidates]:
         try:
             if params is not None:
-                source, launch, _ = render(case, **params)
+                source, launch, _ = renderer(case, **params)
                 prepared[label] = backend.prepare(case, Variant(label, Kernel(source, launch), "candidate"))
             buffers.poison_output()
             prepared[label].run(buffers, coef)
@@ -83,19 +87,22 @@ def sweep_case(backend, case_id: str, passes: int, launches: int) -> dict:
             prepared.pop(label)
             continue
         parameters[label] = params
-    names = list(prepared)
+    runs = {name: (prepared[name], buffers, coef, 1) for name in prepared}
+    runs.update({row[0]: row[1:] for row in extra or []})
+    names = list(runs)
     samples = {name: [] for name in names}
     copy = []
     for index in range(passes):
         copy.append(backend.copy_bandwidth(case.points * case.dtype.itemsize))
         shift = index % len(names)
         for name in names[shift:] + names[:shift]:
-            samples[name] += backend.time_launches(prepared[name], buffers, coef, launches, True)
+            kernel, on, with_coef, times = runs[name]
+            samples[name] += [s * times for s in backend.time_launches(kernel, on, with_coef, launches, True)]
     copy_bandwidth = max(copy)
     medians = {name: statistics.median(values) for name, values in samples.items()}
     rows = {
         name: {
-            "parameters": parameters[name],
+            "parameters": parameters.get(name),
             "median_ms": round(medians[name] * 1e3, 5),
             "percent_of_copy": round(100 * case.compulsory_bytes / medians[name] / copy_bandwidth, 1),
             "x_straightforward": round(medians["straightforward"] / medians[name], 3),
@@ -104,7 +111,7 @@ def sweep_case(backend, case_id: str, passes: int, launches: int) -> dict:
         }
         for name in names
     }
-    best = min((n for n in names if n != "straightforward"), key=medians.get, default=None)
+    best = min((n for n in prepared if n != "straightforward"), key=medians.get, default=None)
     return {"case": case_id, "copy_bandwidth_bytes_per_s": copy_bandwidth, "vector_bytes": VECTOR_BYTES,
             "variants": rows, "rejected": rejected, "best": best, "seconds": round(time.perf_counter() - began, 1)}
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 import math
 
 from measurement.harness.cases import Case
+from . import handwritten_temporal
 from measurement.harness.codegen import acc_type, composed_star1_polynomials, cuda_type
 
 VECTOR_BYTES = 16
@@ -376,11 +377,13 @@ def matrix_candidates(case: Case) -> list[tuple[str, dict, str, str]]:
     The other one-parameter changes of the H200 sweep (docs/benchmarks/handwritten_sweep_h200.json,
     17 cases) are not offered: 16- or 32-row blocks and two vectors per thread were slower than
     rows16 or within 1%; 2-4x longer or shorter chunks gained at most 3.6% and lost up to 30%. Temporal types
-    (T > 1) get `octa`, the composed octahedron through the plane queue (render_temporal)."""
+    (T > 1) get `octa`, the composed octahedron through the plane queue (render_temporal), then in f32
+    `pipe`, the T steps pipelined on chip (forge/handwritten_temporal.py)."""
     if case.stencil.time_steps != 1:
         source, launch, hypothesis = render_temporal(case)
-        return [(f"octa: hand-written composed octahedron, pair sums, {launch['tile'][0] // 32} x-points per thread",
+        made = [(f"octa: hand-written composed octahedron, pair sums, {launch['tile'][0] // 32} x-points per thread",
                  launch, hypothesis, source)]
+        return made + ([handwritten_temporal.candidate(case)] if case.precision == "f32" else [])
     chunk = default_chunk(case, 1)
     source, launch, hypothesis = render(case, chunk=chunk)
     made = [(f"rows16: hand-written plane queue, {launch['tile'][0] // 32} x-points per thread", launch, hypothesis, source)]

@@ -4,12 +4,16 @@ and thread. Threads that only read their inputs and write their own outputs are 
 the loop computes what the GPU would. A kernel with a barrier is allowed one pattern: threads
 fill shared memory from the inputs, synchronise, then compute; the driver runs each block twice,
 so the second pass finds the shared table complete and rewrites every output correctly (outputs
-are written once per pass by one thread and never read). CI has no GPU, and a hand-written
+are written once per pass by one thread and never read). A kernel with dynamic shared memory
+(`extern __shared__`, barriers inside its loops: the `pipe` pipeline) runs each block's threads
+as real threads meeting at a std::barrier, the shared array one buffer per block, and a thread
+that returns drops out of the barrier as it would on the GPU. CI has no GPU, and a hand-written
 candidate must be known correct before device time is spent on it."""
 from __future__ import annotations
 
 import ctypes
 import hashlib
+import re
 import subprocess
 import tempfile
 from pathlib import Path
@@ -49,6 +53,48 @@ inline float __low2float(__half2 h) { return (float)h.x; }
 inline float __high2float(__half2 h) { return (float)h.y; }
 """
 
+# The threaded mode's differences: one threadIdx per thread, the barrier, and what the pipeline uses.
+THREADED = r"""
+#include <barrier>
+#include <cmath>
+#include <thread>
+#include <vector>
+#define __launch_bounds__(...)
+static thread_local dim3 threadIdx_of_thread;
+#define threadIdx threadIdx_of_thread
+static std::barrier<>* block_barrier;
+static char* dynamic_shared;
+#undef __syncthreads
+#define __syncthreads() block_barrier->arrive_and_wait()
+template <class T> inline T __ldg(const T* p) { return *p; }
+inline float4 make_float4(float x, float y, float z, float w) { return float4{x, y, z, w}; }
+"""
+
+DYNAMIC_SHARED = re.compile(r"extern __shared__ (\w+) (\w+)\[\];")
+
+THREADED_DRIVER = r"""
+extern "C" void emulate(int gx, int gy, int gz, int bx, int by, int bz, const void* u, const void* a, void* y,
+                        const double* coef, int nz, int ny, int nx, int shared_bytes)
+{
+    blockDim = dim3{(unsigned)bx, (unsigned)by, (unsigned)bz};
+    std::vector<char> shared(shared_bytes > 0 ? shared_bytes : 1);
+    dynamic_shared = shared.data();
+    for (int k = 0; k < gz; ++k) for (int j = 0; j < gy; ++j) for (int i = 0; i < gx; ++i) {
+        blockIdx = dim3{(unsigned)i, (unsigned)j, (unsigned)k};
+        std::barrier<> barrier(bx * by * bz);
+        block_barrier = &barrier;
+        std::vector<std::thread> threads;
+        for (int tz = 0; tz < bz; ++tz) for (int ty = 0; ty < by; ++ty) for (int tx = 0; tx < bx; ++tx)
+            threads.emplace_back([=, &barrier] {
+                threadIdx = dim3{(unsigned)tx, (unsigned)ty, (unsigned)tz};
+                stencil((const elem_t*)u, (const elem_t*)a, (elem_t*)y, coef, nz, ny, nx);
+                barrier.arrive_and_drop();
+            });
+        for (auto& t : threads) t.join();
+    }
+}
+"""
+
 DRIVER = r"""
 extern "C" void emulate(int gx, int gy, int gz, int bx, int by, int bz, const void* u, const void* a, void* y,
                         const double* coef, int nz, int ny, int nx)
@@ -71,11 +117,19 @@ def build(source: str, folder: Path) -> ctypes.CDLL:
     (include / "cuda_fp16.h").write_text("/* the prelude defines __half */\n")
     name = hashlib.sha256(source.encode()).hexdigest()[:16]
     cpp, library = folder / f"{name}.cpp", folder / f"{name}.so"
-    passes = 2 if "__syncthreads" in source else 1
-    cpp.write_text(PRELUDE + source + f"#define PASSES {passes}\n" + DRIVER)
-    subprocess.run(["g++", "-O1", "-std=c++17", "-shared", "-fPIC", "-Wno-unknown-pragmas", f"-I{include}", str(cpp),
-                    "-o", str(library)], check=True, capture_output=True, text=True)
+    if threaded(source):
+        body = DYNAMIC_SHARED.sub(r"\1* \2 = reinterpret_cast<\1*>(dynamic_shared);", source)
+        cpp.write_text(PRELUDE + THREADED + body + THREADED_DRIVER)
+    else:
+        passes = 2 if "__syncthreads" in source else 1
+        cpp.write_text(PRELUDE + source + f"#define PASSES {passes}\n" + DRIVER)
+    subprocess.run(["g++", "-O1", "-std=c++20", "-pthread", "-shared", "-fPIC", "-Wno-unknown-pragmas", f"-I{include}",
+                    str(cpp), "-o", str(library)], check=True, capture_output=True, text=True)
     return ctypes.CDLL(str(library))
+
+
+def threaded(source: str) -> bool:
+    return DYNAMIC_SHARED.search(source) is not None
 
 
 def emulate(case: Case, source: str, launch: dict, inputs: dict[str, np.ndarray], coefficients: np.ndarray,
@@ -100,7 +154,7 @@ def emulate(case: Case, source: str, launch: dict, inputs: dict[str, np.ndarray]
         pointer = lambda name: arrays[name][1].ctypes.data_as(ctypes.c_void_p) if name in arrays else None  # noqa: E731
         library.emulate(*[ctypes.c_int(v) for v in (*grid, *block)], pointer("u"), pointer("a"), pointer("y"),
                         coef.ctypes.data_as(ctypes.POINTER(ctypes.c_double)), ctypes.c_int(nz), ctypes.c_int(ny),
-                        ctypes.c_int(nx))
+                        ctypes.c_int(nx), *([ctypes.c_int(launch.get("shared_bytes", 0))] if threaded(source) else []))
 
     full, view = arrays["y"]
     if not (np.isnan(full[:pad]).all() and np.isnan(full[pad + case.points :]).all()):

@@ -61,9 +61,10 @@ def test_a_wrong_coefficient_is_caught():
     assert judged(case, broken, launch, False) > TOLERANCE[case.precision]
 
 
-def test_temporal_types_get_the_composed_octahedron():
+def test_temporal_types_get_the_composed_octahedron_then_the_pipeline():
     case = parse_case("diamond_ts8/512x512x512/f32")
-    assert [c[0].split(":")[0] for c in matrix_candidates(case)] == ["octa"]
+    assert [c[0].split(":")[0] for c in matrix_candidates(case)] == ["octa", "pipe"]
+    assert [c[0].split(":")[0] for c in matrix_candidates(parse_case("diamond_ts4/512x512x512/f64"))] == ["octa"]
     with pytest.raises(ValueError):
         render(case)
 

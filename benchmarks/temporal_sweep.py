@@ -1,0 +1,101 @@
+#!/usr/bin/env python
+"""Which tile and chunk of the 3.5-D pipeline (`pipe`, forge/handwritten_temporal.py) to submit for
+a diamond_tsT case, and how it stands against the composed bound before any round is spent.
+
+One process, interleaved passes, L2 flushed (benchmarks/handwritten_sweep.py's `sweep_case`):
+the straightforward kernel, `octa` (the admitted octahedron design), every `pipe` variant, and
+the composed bound's stand-in, T launches of `rows16` on star_1 of the same shape (the kernel
+admitted for star_1 at 256^3 and 512^3 f32), timed on its own buffers in the same passes. A
+variant whose output differs from the straightforward kernel's is reported, not timed; the gate
+does the real checks.
+
+On the device machine (docs/gpu.md):
+
+    source scripts/device_env.sh && python3 benchmarks/temporal_sweep.py \\
+        --cases diamond_ts8/512x512x512/f32,diamond_ts4/256x256x256/f32 --out $OUT/temporal_sweep_h200.json
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+for _path in (str(HERE), str(HERE.parent)):
+    if _path not in sys.path:
+        sys.path.insert(0, _path)
+
+from handwritten_sweep import sweep_case  # noqa: E402
+from forge.handwritten import render, render_temporal  # noqa: E402
+from forge.handwritten_temporal import check_parameters, default_parameters, render_pipe  # noqa: E402
+from measurement.harness.cases import parse_case  # noqa: E402
+
+TILES = ((64, 32), (64, 16), (64, 24), (128, 16), (96, 32))
+REGISTER_FILE = 65536  # 32-bit registers an SM (and a block) has on the H200
+
+
+def registers_needed(t: int, threads: int) -> int:
+    """About 12T + 26 a thread (nvcc -arch=sm_90 -Xptxas -v: 64 for T = 4, 122 for T = 8)."""
+    return threads * (12 * t + 26)
+
+
+def pipe_variants(case) -> list[tuple[str, dict, object]]:
+    width, height, chunk = default_parameters(case)
+    made = []
+    for w, h in TILES:
+        for c in sorted({chunk // 2, chunk, chunk * 2}):
+            try:
+                check_parameters(case, w, h, c)
+            except ValueError:
+                continue
+            if registers_needed(case.stencil.time_steps, w // 4 * h) > REGISTER_FILE:
+                continue  # the block would spill (96x32 at T = 8: 80 registers a thread, 88 bytes spilled)
+            made.append((f"pipe {w}x{h} L{c}", {"width": w, "height": h, "chunk": c}, render_pipe))
+    return made
+
+
+def composed_row(backend, case) -> tuple:
+    """rows16 on star_1 of the case's shape, its time counted T times."""
+    from measurement.backends.base import Kernel, Variant
+    from measurement.harness.oracle import make_inputs
+
+    single = parse_case(f"star_1/{'x'.join(map(str, case.shape))}/{case.precision}")
+    source, launch, _ = render(single)
+    prepared = backend.prepare(single, Variant("rows16", Kernel(source, launch), "candidate"))
+    buffers = backend.allocate(single, make_inputs(single, 1))
+    return (f"composed(rows16 star_1 x{case.stencil.time_steps})", prepared, buffers,
+            backend.coefficients(single.coefficients()), case.stencil.time_steps)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cases", required=True, help="comma-separated diamond_tsT f32 case ids")
+    parser.add_argument("--passes", type=int, default=5)
+    parser.add_argument("--launches", type=int, default=10)
+    parser.add_argument("--out", required=True)
+    options = parser.parse_args()
+    from measurement.backends import get_backend
+
+    backend = get_backend("cuda")
+    result = {"command": " ".join(sys.argv), "backend": backend.describe(), "passes": options.passes,
+              "launches": options.launches, "cases": []}
+    for case_id in options.cases.split(","):
+        case = parse_case(case_id)
+        octa = [("octa", {}, lambda c, **_: render_temporal(c))]
+        extra = [composed_row(backend, case)]
+        row = sweep_case(backend, case_id, options.passes, options.launches, octa + pipe_variants(case), extra)
+        composed = statistics.median(row["variants"][extra[0][0]]["samples_ms"])
+        for name, variant in row["variants"].items():
+            variant["x_composed"] = round(composed / variant["median_ms"], 3)
+        result["cases"].append(row)
+        best = row["variants"].get(row["best"], {})
+        print(f"{case_id}: best {row['best']} {best.get('median_ms')} ms, {best.get('x_composed')}x composed, "
+              f"rejected {sorted(row['rejected'])} [{row['seconds']} s]", file=sys.stderr, flush=True)
+        Path(options.out).write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,188 @@
+"""`pipe`: diamond_tsT (T applications of star_1, f32) as a 3.5-D pipeline: the T steps run one
+after the other on a block's tile while the block marches along z, every intermediate step kept
+on chip, so the grid is read once and written once for all T steps.
+
+Why not the octahedron (`octa`, forge/handwritten.py): it evaluates the composed radius-T stencil,
+C(T+3, 3) multiply-adds a point (165 for T = 8) through a queue of 2T+1 partial planes, and on
+the H200 it lost to T launches of the admitted star_1 kernel for T = 8 (0.77-0.87x, the issue-15
+re-gate). A step of star_1 is 7 loads and 7 flops; T of them cost 7T flops a point (56 for T = 8),
+and what limits them on chip is moving the in-plane neighbours, not arithmetic.
+
+The design. A block owns an input tile of W x H points (x, y) with a halo of T on every side, so
+its output tile is (W - 2T) x (H - 2T); each thread owns V = 4 consecutive x points of one row of
+it, for every step. The block marches along z over its chunk of L output planes; at iteration k
+it loads input plane k, and step s (1..T) computes its plane k - s from step s-1's planes
+k-s-1, k-s and k-s+1:
+
+* the z neighbours are the thread's own registers: step s-1's plane k-s+1 was computed by the same
+  thread a moment before in this iteration, k-s and k-s-1 in the two previous iterations (a queue
+  of two planes a step: 2 x T x V registers);
+* the in-plane neighbours of plane k-s come from shared memory, where every thread wrote its
+  values of that plane in the previous iteration; each step's plane is double-buffered by the
+  parity of k, so one __syncthreads per iteration orders all T steps (no step waits for another
+  inside an iteration).
+
+Step s is valid s points inside the tile's edge, so the tile's edge values are computed from
+garbage and never reach the output tile. The first 2T iterations of a chunk fill the pipeline
+(the input planes of the z halo); L trades that refill against the number of blocks.
+
+Cost a point and step: one 16-byte shared store a thread, the rows above and below as 16-byte
+shared loads, the x neighbours at the thread's ends as two scalar shared loads. W x H sets the
+redundancy: step s computes (W - 2s)(H - 2s) points for (W - 2T)(H - 2T) outputs.
+"""
+from __future__ import annotations
+
+import math
+
+from measurement.harness.cases import Case
+
+V = 4  # x points a thread owns: one float4 of the row
+
+
+def shared_bytes(t: int, width: int, height: int) -> int:
+    """Steps 0..T-1, each plane double-buffered, one float a point."""
+    return t * 2 * width * height * 4
+
+
+def check_parameters(case: Case, width: int, height: int, chunk: int) -> None:
+    stencil = case.stencil
+    if stencil.time_steps < 2 or stencil.dims != 3 or case.precision != "f32":
+        raise ValueError(f"{case.id}: pipe is for diamond_tsT (T > 1) in f32")
+    t = stencil.time_steps
+    if width % V or width // V * height > 1024:
+        raise ValueError(f"tile {width}x{height}: the width must be a multiple of {V}, at most 1024 threads a block")
+    if width <= 2 * t or height <= 2 * t or chunk < 1:
+        raise ValueError(f"tile {width}x{height} with chunk {chunk}: no output points for T = {t}")
+    if shared_bytes(t, width, height) > 227 * 1024:
+        raise ValueError(f"tile {width}x{height}: {shared_bytes(t, width, height)} bytes of shared memory for T = {t}")
+
+
+def render_pipe(case: Case, width: int = 64, height: int = 32, chunk: int = 128) -> tuple[str, dict, str]:
+    """(source, launch, hypothesis) of the pipeline for a diamond_tsT f32 case."""
+    check_parameters(case, width, height, chunk)
+    t = case.stencil.time_steps
+    tx = width // V
+    threads = tx * height
+    out_x, out_y = width - 2 * t, height - 2 * t
+    redundancy = sum((width - 2 * s) * (height - 2 * s) for s in range(1, t + 1)) / (t * out_x * out_y)
+    source = _SOURCE.format(T=t, TX=tx, H=height, L=chunk, THREADS=threads, case=case.id, W=width,
+                            OX=out_x, OY=out_y)
+    launch = {"block": [tx, height, 1], "tile": [out_x, out_y, chunk], "shared_bytes": shared_bytes(t, width, height)}
+    hypothesis = (f"{case.id}: the {t} steps pipelined on chip along z ({width}x{height} tiles, {out_x}x{out_y} "
+                  f"outputs, {chunk} planes a block): the grid read and written once instead of {t} times, "
+                  f"{7 * t} flops a point at {redundancy:.2f}x redundant halo work, the in-plane neighbours through "
+                  "double-buffered shared planes with one barrier an iteration; expected well over the composed "
+                  f"bound ({t} memory-bound launches), limited by shared-memory traffic.")
+    return source, launch, hypothesis
+
+
+def candidate(case: Case) -> tuple[str, dict, str, str]:
+    """The `pipe` candidate campaigns submit (forge.handwritten.matrix_candidates), with the
+    tile and chunk the H200 sweep chose (docs/benchmarks/temporal_sweep_h200.json)."""
+    width, height, chunk = default_parameters(case)
+    source, launch, hypothesis = render_pipe(case, width, height, chunk)
+    return (f"pipe: 3.5-D pipeline of the {case.stencil.time_steps} steps, {width}x{height} tiles, {chunk} planes a "
+            "block", launch, hypothesis, source)
+
+
+def default_parameters(case: Case) -> tuple[int, int, int]:
+    """64 x 32 tiles; a chunk that leaves at least about four waves of blocks on 132 SMs."""
+    width, height = 64, 32
+    t = case.stencil.time_steps
+    nz, ny, nx = case.shape
+    tiles = math.ceil(nx / (width - 2 * t)) * math.ceil(ny / (height - 2 * t))
+    chunk = 256
+    while chunk > 16 and tiles * math.ceil((nz - 2 * t) / chunk) < 4 * 132:
+        chunk //= 2
+    return width, height, chunk
+
+
+_SOURCE = """/* Hand-written H200 candidate for {case} (forge/handwritten_temporal.py): the {T} steps of star_1
+ * pipelined along z on a {W}x{H} tile ({OX}x{OY} outputs), {L} output planes a block; step s keeps
+ * its last two planes in registers and its current plane in a double-buffered shared plane. */
+typedef float elem_t;
+
+extern "C" __global__ void __launch_bounds__({THREADS})
+stencil(const float* __restrict__ u, const float* __restrict__ a, float* __restrict__ y,
+        const double* __restrict__ coef, int nz, int ny, int nx)
+{{
+    constexpr int T = {T}, V = 4, TX = {TX}, H = {H}, W = TX * V, L = {L};
+    constexpr int OX = W - 2 * T, OY = H - 2 * T, PLANE = H * TX;
+    extern __shared__ float4 planes[];  /* [step 0..T-1][parity][H][TX] */
+    const float c0 = (float)coef[0], c1 = (float)coef[1];
+    const int tx = threadIdx.x, ty = threadIdx.y;
+    const int xin = blockIdx.x * OX, yin = blockIdx.y * OY;
+    const int zb = T + blockIdx.z * L, ze = min(zb + L, nz - T);
+    if (xin + T >= nx - T || yin + T >= ny - T || zb >= ze) return;  /* the whole block: before any barrier */
+    const int gx = xin + tx * V, gy = yin + ty;
+    const long sk = (long)nx * ny;
+    const bool vec = (OX % V == 0) && (nx % V == 0) && ((((unsigned long long)u | (unsigned long long)y) & 15) == 0);
+    const bool row_in = gy < ny;
+    const bool store_row = ty >= T && ty < H - T && gy >= T && gy < ny - T;
+
+    float prev[T][V], cur[T][V], next[V];
+#pragma unroll
+    for (int s = 0; s < T; ++s)
+#pragma unroll
+        for (int i = 0; i < V; ++i) {{ prev[s][i] = 0.f; cur[s][i] = 0.f; }}
+
+    auto load = [&](int k, float* v) {{
+        const long p = (long)k * sk + (long)gy * nx + gx;
+        if (row_in && vec && gx < nx) {{
+            const float4 f = __ldg(reinterpret_cast<const float4*>(u + p));
+            v[0] = f.x; v[1] = f.y; v[2] = f.z; v[3] = f.w;
+        }} else {{
+#pragma unroll
+            for (int i = 0; i < V; ++i) v[i] = (row_in && gx + i < nx) ? __ldg(u + p + i) : 0.f;
+        }}
+    }};
+    load(zb - T, next);
+
+    for (int k = zb - T; k < ze + T; ++k) {{
+        const int wb = k & 1, rb = wb ^ 1;
+        float nw[V];
+#pragma unroll
+        for (int i = 0; i < V; ++i) nw[i] = next[i];
+        if (k + 1 < ze + T) load(k + 1, next);
+        planes[(0 * 2 + wb) * PLANE + ty * TX + tx] = make_float4(nw[0], nw[1], nw[2], nw[3]);
+#pragma unroll
+        for (int s = 1; s <= T; ++s) {{
+            /* step s, plane k - s, from step s-1: prev (k-s-1), cur (k-s), nw (k-s+1), shared (k-s) */
+            float out[V] = {{0.f, 0.f, 0.f, 0.f}};
+            if (k - (zb - T) >= 2 * s) {{  /* else plane k - s of step s lies in the chunk's unneeded z halo */
+                const float4* src = planes + ((s - 1) * 2 + rb) * PLANE;
+                const float4 up = src[(ty > 0 ? ty - 1 : ty) * TX + tx];
+                const float4 dn = src[(ty < H - 1 ? ty + 1 : ty) * TX + tx];
+                const float* row = reinterpret_cast<const float*>(src + ty * TX);
+                const float west = row[tx > 0 ? tx * V - 1 : 0];
+                const float east = row[tx < TX - 1 ? tx * V + V : W - 1];
+                const float ud[V] = {{up.x + dn.x, up.y + dn.y, up.z + dn.z, up.w + dn.w}};
+#pragma unroll
+                for (int i = 0; i < V; ++i) {{
+                    const float left = i == 0 ? west : cur[s - 1][i - 1];
+                    const float right = i == V - 1 ? east : cur[s - 1][i + 1];
+                    out[i] = fmaf(c1, prev[s - 1][i] + nw[i] + left + right + ud[i], c0 * cur[s - 1][i]);
+                }}
+            }}
+#pragma unroll
+            for (int i = 0; i < V; ++i) {{ prev[s - 1][i] = cur[s - 1][i]; cur[s - 1][i] = nw[i]; nw[i] = out[i]; }}
+            if (s < T) planes[(s * 2 + wb) * PLANE + ty * TX + tx] = make_float4(nw[0], nw[1], nw[2], nw[3]);
+        }}
+        const int kz = k - T;  /* nw holds step T's plane kz */
+        if (kz >= zb && store_row) {{
+            const long o = (long)kz * sk + (long)gy * nx + gx;
+            const bool all = vec && tx * V >= T && tx * V + V <= W - T && gx >= T && gx + V <= nx - T;
+            if (all) {{
+                *reinterpret_cast<float4*>(y + o) = make_float4(nw[0], nw[1], nw[2], nw[3]);
+            }} else {{
+#pragma unroll
+                for (int i = 0; i < V; ++i) {{
+                    const int lx = tx * V + i, x = gx + i;
+                    if (lx >= T && lx < W - T && x >= T && x < nx - T) y[o + i] = nw[i];
+                }}
+            }}
+        }}
+        __syncthreads();
+    }}
+}}
+"""

@@ -1,0 +1,60 @@
+"""The 3.5-D pipeline (`pipe`, forge/handwritten_temporal.py) is correct before device time is spent
+on it: run on the CPU by tests/forge/cuda_emulation.py with every block's threads as real threads
+meeting at its barriers, on shapes that give several blocks in x, y and z (partial tiles and
+chunks at the far edges), on the vector and the per-lane scalar path, judged like the gate's
+checks (tests/forge/test_handwritten.py's `judged`)."""
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from forge.handwritten import matrix_candidates
+from forge.handwritten_temporal import check_parameters, default_parameters, render_pipe
+from measurement.harness.cases import parse_case
+from measurement.harness.codegen import DEFAULT_CUDA_LAUNCH, straightforward_cuda
+from measurement.harness.oracle import FLOOR_FACTOR, TOLERANCE
+
+from .test_handwritten import judged
+
+pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ to emulate CUDA kernels on the CPU")
+
+
+@pytest.mark.parametrize("case_id, width, height, chunk", [
+    ("diamond_ts4/21x30x44/f32", 16, 12, 5),   # 2 x 6 x 3 blocks, the last of each partial
+    ("diamond_ts8/26x37x40/f32", 24, 20, 4),   # T = 8: 5 x 9 x 3 blocks
+    ("diamond_ts3/13x14x33/f32", 12, 10, 4),   # odd T and nx: the output tile is no multiple of 4, scalar loads
+])
+def test_the_pipeline_is_correct_on_both_paths(case_id, width, height, chunk):
+    case = parse_case(case_id)
+    floor = judged(case, straightforward_cuda(case), {k: list(v) for k, v in DEFAULT_CUDA_LAUNCH.items()}, False)
+    source, launch, _ = render_pipe(case, width, height, chunk)
+    for misalign in (False, True):
+        error = judged(case, source, launch, misalign)
+        assert error <= TOLERANCE[case.precision], (misalign, error)
+        assert error <= max(FLOOR_FACTOR[case.precision] * floor, 1e-15), (misalign, error, floor)
+
+
+def test_a_pipeline_with_a_wrong_z_neighbour_is_caught():
+    """The check above can fail: a step that takes its own plane for the one below."""
+    case = parse_case("diamond_ts4/21x30x44/f32")
+    source, launch, _ = render_pipe(case, 16, 12, 5)
+    broken = source.replace("prev[s - 1][i] + nw[i]", "cur[s - 1][i] + nw[i]")
+    assert broken != source
+    assert judged(case, broken, launch, False) > TOLERANCE[case.precision]
+
+
+def test_parameters_that_leave_no_output_or_overflow_shared_memory_are_refused():
+    case = parse_case("diamond_ts8/512x512x512/f32")
+    for width, height in ((16, 32), (64, 16), (128, 64)):
+        with pytest.raises(ValueError):
+            check_parameters(case, width, height, 64)
+    with pytest.raises(ValueError):
+        check_parameters(parse_case("star_1/64x64x64/f32"), 64, 32, 64)
+
+
+def test_campaigns_offer_the_pipeline_after_the_octahedron_for_t_of_4_and_more():
+    offered = [c[0].split(":")[0] for c in matrix_candidates(parse_case("diamond_ts8/512x512x512/f32"))]
+    assert offered == ["octa", "pipe"]
+    assert [c[0].split(":")[0] for c in matrix_candidates(parse_case("diamond_ts4/256x256x256/f32"))] == ["octa", "pipe"]
+    assert default_parameters(parse_case("diamond_ts8/512x512x512/f32"))[2] == 256
