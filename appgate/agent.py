@@ -16,6 +16,7 @@ correct but not worth it).
 """
 from __future__ import annotations
 
+import dataclasses
 import statistics
 from pathlib import Path
 from typing import Any, Callable, NamedTuple
@@ -36,6 +37,12 @@ MIN_HOTSPOT_FRACTION = 0.2  # below it even an infinitely fast kernel gains < 1.
 # short to time fairly against a candidate (issue 18): clock resolution and launch overhead
 # dominate it. The agent on a given manifest leaves such runs to the gate's noise rule.
 MIN_BASELINE_SECONDS = 1e-3
+
+
+# What measures the hotspot share of a baseline whose manifest declares no hotspot pattern (an
+# imported suite's programs): (loaded, binary, dataset, scratch) -> {"tool", "share", "top",
+# "problem"}, share None when nothing was measured (appgate.profiler).
+Profiler = Callable[[Any, Path, Any, Path], dict]
 
 
 class Exit(NamedTuple):
@@ -105,47 +112,71 @@ def run_agent(manifest: str | Path, actor: str, kernel_rounds: int = 0, protocol
     return AppRow.objects.get(name=name)
 
 
-def triage(manifest: str | Path, actor: str, progress: Callable[[str], None] | None = None) -> AppRow:
+def triage(manifest: str | Path, actor: str, progress: Callable[[str], None] | None = None, *,
+           prebuilt: dict[str, BuildResult] | None = None, profile: Profiler | None = None,
+           run_timeout_s: float | None = None) -> AppRow:
     """M1 alone (an imported suite's triage): register, build and run the baseline on every
     dataset, and end in BLOCKED or OUT_OF_SCOPE with the reason's code, or RESEARCH (in scope,
-    not yet forged). Nothing is proposed or gated."""
+    not yet forged). Nothing is proposed or gated. A parallel triage (appgate.triage) hands in
+    the baseline it built (`prebuilt`, by build_args), a `profile` that measures the share of
+    the top kernels where the manifest declares no hotspot, and a cap on each run's time."""
     loaded, _ = register(manifest, actor)
+    if run_timeout_s is not None and loaded.manifest.run.timeout_s > run_timeout_s:
+        run = loaded.manifest.run.model_copy(update={"timeout_s": run_timeout_s})
+        loaded = dataclasses.replace(loaded, manifest=loaded.manifest.model_copy(update={"run": run}))
     name = loaded.name
     _state(name, "IN_PROGRESS", "triage: M1 started", actor)
     with gate_run_held(name) as (_, scratch):
         (progress or (lambda message: None))(f"{name}: M1")
-        baseline, _, stop = _m1(loaded, scratch, actor, MIN_BASELINE_SECONDS)
+        baseline, _, stop = _m1(loaded, scratch, actor, MIN_BASELINE_SECONDS, prebuilt, profile)
     if stop is None:
-        stop = Exit("RESEARCH", f"M1: in scope, not yet forged: hotspot {loaded.manifest.hotspot.case} carries "
+        stop = Exit("RESEARCH", f"M1: in scope, not yet forged: hotspot {baseline['hotspot']} carries "
                     f"{baseline['hotspot_fraction']:.0%} of the time", "in_scope")
     _state(name, stop.state, stop.reason, actor, stop.code)
     return AppRow.objects.get(name=name)
 
 
-def _m1(loaded, scratch: Path, actor: str, min_seconds: float = 0.0) -> tuple[dict, dict[str, BuildResult],
-                                                                              Exit | None]:
+def _m1(loaded, scratch: Path, actor: str, min_seconds: float = 0.0, prebuilt: dict[str, BuildResult] | None = None,
+        profile: Profiler | None = None) -> tuple[dict, dict[str, BuildResult], Exit | None]:
     """M1: the baseline measured (its builds kept for the gate), and the exit it calls for, or
     None when the application is in scope (M1 milestone recorded); a dataset timed under
-    `min_seconds` blocks it (too_short)."""
+    `min_seconds` blocks it (too_short). A baseline built before M1 (`prebuilt`: a parallel
+    triage builds on machines that cannot run it too) is not built again; `profile` measures the hotspot share a manifest without a
+    hotspot pattern does not report (the top kernel's share of the GPU kernel time)."""
     name, m = loaded.name, loaded.manifest
     try:
         machine(m.architecture, loaded)
     except AppGateError as error:
         code = "needs_cuda" if m.architecture == "cuda" else "machine_unavailable"
-        return {}, {}, Exit("BLOCKED", f"M1: {error}", code)
-    baseline, built = _measure_baseline(loaded, scratch, min_seconds)
+        failed = next((b for b in (prebuilt or {}).values() if not b.ok), None)
+        built_here = ("" if not prebuilt else "; the baseline builds" if failed is None
+                      else f"; the baseline does not build either: {failed.output_tail[-200:]}")
+        return {}, {}, Exit("BLOCKED", f"M1: {error}{built_here}", code)
+    baseline, built = _measure_baseline(loaded, scratch, min_seconds, prebuilt)
     if baseline["problem"]:
         return baseline, built, Exit("BLOCKED", f"M1: {baseline['problem']}", baseline["code"])
-    fraction, case = baseline["hotspot_fraction"], m.hotspot.case
+    if baseline["hotspot_fraction"] is None and profile is not None:
+        first = m.datasets[0]
+        baseline["profile"] = profile(loaded, built[first.build_args].binary, first, scratch)
+        baseline["hotspot_fraction"] = baseline["profile"]["share"]
+    profiled, fraction = baseline.get("profile") or {}, baseline["hotspot_fraction"]
+    # the hot loop: the manifest's operator case, else (a triage) the profile's top kernel
+    hot = baseline["hotspot"] = m.hotspot.case or (f"kernel {profiled['top'][0]['name']} ({profiled['tool']})"
+                                                   if profiled.get("top") else None)
     _milestone(name, "M1", f"baseline runs and verifies on {len(baseline['datasets'])} dataset(s); hotspot "
-               + (f"{case}, {fraction:.0%} of the time" if fraction is not None else "not reported"), actor, baseline)
-    if fraction is None or case is None or fraction < MIN_HOTSPOT_FRACTION:
-        code = ("hotspot_unmeasured" if fraction is None else "no_hotspot_case" if case is None
-                else "hotspot_below_share")
+               + (f"{hot}, {fraction:.0%} of the time" if fraction is not None else "not reported"), actor, baseline)
+    if fraction is None or hot is None or fraction < MIN_HOTSPOT_FRACTION:
+        code = "hotspot_unmeasured" if fraction is None else "no_hotspot_case" if hot is None else "hotspot_below_share"
+        why = f"; {profiled['problem']}" if fraction is None and profiled.get("problem") else ""
         return baseline, built, Exit("OUT_OF_SCOPE", "no stencil hotspot carries at least "
                                      f"{MIN_HOTSPOT_FRACTION:.0%} of the time (measured: "
-                                     f"{'none' if fraction is None else f'{fraction:.0%}'})", code)
+                                     f"{'none' if fraction is None else f'{fraction:.0%}'}){why}", code)
     return baseline, built, None
+
+
+def _build_failed(built: BuildResult) -> Exit:
+    code = "build_timed_out" if built.output_tail.startswith("build timed out") else "build_failed"
+    return Exit("BLOCKED", f"M1: the baseline does not build: {built.output_tail[-300:]}", code)
 
 
 def _splice(loaded, kernel, candidate: AppCandidate, actor: str) -> tuple[str | None, str]:
@@ -199,16 +230,19 @@ def _kernel_agent(case: str, backend: str, rounds: int, actor: str) -> tuple[str
             evidence, kernel)
 
 
-def _measure_baseline(loaded, scratch: Path, min_seconds: float) -> tuple[dict, dict[str, BuildResult]]:
+def _measure_baseline(loaded, scratch: Path, min_seconds: float,
+                      prebuilt: dict[str, BuildResult] | None = None) -> tuple[dict, dict[str, BuildResult]]:
     """Build the baseline (once per distinct build_args, in the gate run's scratch: the gate
-    reuses these builds) and run it once per dataset: its own verdict, time and hotspot share."""
+    reuses these builds; or take `prebuilt`) and run it once per dataset: its own verdict, time
+    and hotspot share."""
     result: dict = {"problem": "", "code": "", "datasets": {}, "hotspot_fraction": None}
-    built: dict[str, BuildResult] = {}
+    built: dict[str, BuildResult] = dict(prebuilt or {})
     for build_args in builds.build_arguments(loaded):
-        built[build_args] = builds.build(loaded, "baseline", scratch, build_args=build_args)
+        if build_args not in built:
+            built[build_args] = builds.build(loaded, "baseline", scratch, build_args=build_args)
         if not built[build_args].ok:
-            result["problem"] = f"the baseline does not build: {built[build_args].output_tail[-300:]}"
-            result["code"] = "build_failed"
+            exit_ = _build_failed(built[build_args])
+            result["problem"], result["code"] = exit_.reason.removeprefix("M1: "), exit_.code
             return result, built
     fractions = []
     for dataset in loaded.manifest.datasets:

@@ -1,15 +1,40 @@
-"""`manage.py appgate triage`: the App Agent's M1 (appgate.agent.triage) on many manifests, one after
-the other, and a report of each application's state and reason code with the counts per state and
-per reason (docs/appgate.md#triage). A manifest that does not load is reported, not triaged.
+"""`manage.py appgate triage`: the App Agent's M1 (appgate.agent.triage) on many manifests, and a
+report of each application's state and reason code with the counts per state and per reason
+(docs/appgate.md#triage). A manifest that does not load is reported, not triaged.
+
+At scale (issue 18: about 200 programs in few device calls of at most 10 minutes each):
+- the baselines build in parallel, `jobs` at a time in threads (each build is a compiler process,
+  in the sandbox like every build), each in a folder of its own, also where this machine cannot
+  run them (a CUDA program on a CPU machine: the build is still tried, the state says so);
+- the runs go one at a time in this thread (one GPU, shared with nothing but the builds on the
+  CPU), and so does every ledger write: the agent records each state (AppRegistered,
+  AppStateChanged, AppMilestoneReached), the report only repeats it;
+- the report is saved after every program (`save`), and the programs of a resumed report are
+  skipped, so a call cut short loses at most the program it was running;
+- a deadline stops new work in time: no build starts whose time limit (capped at the time left)
+  is cut by it without being left for the next call, and no program's runs start unless all of
+  them (and its profile) fit in the time left at their limits.
 """
 from __future__ import annotations
 
 import collections
+import shutil
+import time
+import uuid
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
-from .agent import triage
-from .manifest import ManifestError
+from ledger.leases import SCRATCH_ROOT
+from ledger.selectors import stream_events
+
+from . import builds
+from .agent import Profiler, triage
+from .builds import BuildResult
+from .manifest import LoadedManifest, ManifestError, load_manifest
+
+MIN_BUILD_S = 30.0  # no build starts with less time than this (or its own limit) left before the deadline
 
 
 def manifest_paths(given: list[str]) -> list[Path]:
@@ -20,22 +45,144 @@ def manifest_paths(given: list[str]) -> list[Path]:
     return paths
 
 
-def triage_all(paths: list[Path], actor: str, progress: Callable[[str], None] | None = None) -> dict:
+@dataclass(frozen=True)
+class Limits:
+    """How a triage spends its call: parallel builds, each build's and run's time limit (capped
+    below the manifest's), the profile's hook, and the deadline (a time.monotonic() value)."""
+
+    jobs: int = 1
+    build_timeout_s: float | None = None
+    run_timeout_s: float | None = None
+    profile: Profiler | None = None
+    profile_timeout_s: float = 0.0
+    deadline: float | None = None
+
+    def left(self) -> float:
+        return float("inf") if self.deadline is None else self.deadline - time.monotonic()
+
+
+def key(manifest: str | Path) -> str:
+    """A program's key in a report: its manifest's file name (an import writes the manifests
+    anew on each machine, in another folder; the name is the application's)."""
+    return Path(manifest).name
+
+
+def triage_all(paths: list[Path], actor: str, progress: Callable[[str], None] | None = None, *,
+               limits: Limits = Limits(), resumed: dict | None = None,
+               save: Callable[[dict], None] | None = None) -> dict:
+    """Triage every manifest of `paths` not already in `resumed` (a report of an earlier call);
+    the report (the resumed rows and the new) is handed to `save` after each program."""
     say = progress or (lambda message: None)
-    results = []
+    rows: list[dict] = list((resumed or {}).get("apps", []))
+    done = {key(row["manifest"]) for row in rows}
+    todo: collections.deque[tuple[Path, LoadedManifest]] = collections.deque()
     for path in paths:
+        if key(path) in done:
+            continue
         try:
-            row = triage(path, actor, say)
+            todo.append((path, load_manifest(path)))
         except ManifestError as error:
-            results.append({"manifest": str(path), "app": None, "state": None, "code": "invalid_manifest",
-                            "reason": "; ".join(error.problems)})
-        else:
-            results.append({"manifest": str(path), "app": row.name, "state": row.state, "code": row.state_code,
-                            "reason": row.state_reason})
-        say(f"{results[-1]['app'] or path}: {results[-1]['state']} ({results[-1]['code']})")
+            rows.append(_row(path, None, "invalid_manifest", "; ".join(error.problems)))
+    say(f"{len(todo)} to triage, {len(done)} already in the resumed report, {limits.jobs} parallel builds")
+    left_out: list[str] = []
+    work = SCRATCH_ROOT / f"triage-{uuid.uuid4().hex[:12]}"
+    work.mkdir(parents=True, mode=0o755)
+    started, total = time.monotonic(), len(todo)
+    try:
+        with ThreadPoolExecutor(max_workers=limits.jobs) as pool:
+            inflight: dict[Future, tuple[Path, LoadedManifest, Path]] = {}
+            while todo or inflight:
+                while todo and len(inflight) < 2 * limits.jobs and limits.left() > MIN_BUILD_S:
+                    path, loaded = todo.popleft()
+                    folder = work / loaded.name
+                    folder.mkdir(mode=0o755)
+                    inflight[pool.submit(_build, loaded, folder, limits)] = (path, loaded, folder)
+                if not inflight:
+                    break  # the deadline: nothing more starts
+                finished, _ = wait(inflight, return_when=FIRST_COMPLETED)
+                for future in [f for f in inflight if f in finished]:  # in the order they started
+                    path, loaded, folder = inflight.pop(future)
+                    row = _triage_built(path, loaded, future, actor, say, limits)
+                    shutil.rmtree(folder, ignore_errors=True)
+                    if row is None:
+                        left_out.append(key(path))
+                        continue
+                    rows.append(row)
+                    say(f"[{len(rows) - len(done)}/{total}, {time.monotonic() - started:.0f} s] {row['app']}: "
+                        f"{row['state']} ({row['code']})" + (f", built in {row['build_s']:.0f} s" if row.get("build_s")
+                                                             else ""))
+                    if save:
+                        save(report(rows, left_out + [key(p) for p, _ in todo]))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    result = report(rows, left_out + [key(p) for p, _ in todo])
+    if save:
+        save(result)
+    return result
+
+
+def _build(loaded: LoadedManifest, folder: Path, limits: Limits) -> dict[str, BuildResult] | None:
+    """In a worker thread (no ledger, no Django): the baseline's builds, one per distinct
+    build_args, each limited to the manifest's time, the triage's cap and the time left; None
+    when the deadline cut one short or left no time to start it (the next call builds it)."""
+    built: dict[str, BuildResult] = {}
+    for build_args in builds.build_arguments(loaded):
+        wanted = min(loaded.manifest.build.timeout_s, limits.build_timeout_s or float("inf"))
+        allowed = min(wanted, limits.left())
+        if limits.left() < min(wanted, MIN_BUILD_S):
+            return None
+        build = loaded.manifest.build.model_copy(update={"timeout_s": allowed})
+        capped = replace(loaded, manifest=loaded.manifest.model_copy(update={"build": build}))
+        built[build_args] = builds.build(capped, "baseline", folder, build_args=build_args)
+        if not built[build_args].ok:
+            cut = allowed < wanted and built[build_args].output_tail.startswith("build timed out")
+            return None if cut else built
+    return built
+
+
+def _triage_built(path: Path, loaded: LoadedManifest, future: Future, actor: str, say: Callable[[str], None],
+                  limits: Limits) -> dict | None:
+    """M1 on a program whose build finished; None when it is left for the next call (its build
+    was cut by the deadline, or its runs would not fit in the time left)."""
+    try:
+        built = future.result()
+    except Exception as error:  # noqa: BLE001  (a bug in one build must not end the call: reported)
+        return _row(path, loaded.name, "triage_error", f"the build step raised {type(error).__name__}: {error}")
+    m = loaded.manifest
+    run_s = min(m.run.timeout_s, limits.run_timeout_s or float("inf"))
+    profiled = limits.profile_timeout_s if limits.profile is not None and m.architecture == "cuda" else 0.0
+    runs = 0.0 if built is not None and any(not b.ok for b in built.values()) else run_s * len(m.datasets) + profiled
+    if built is None or limits.left() < runs:
+        return None
+    try:
+        row = triage(path, actor, say, prebuilt=built, profile=limits.profile if m.architecture == "cuda" else None,
+                     run_timeout_s=limits.run_timeout_s)
+    except Exception as error:  # noqa: BLE001  (one program's failure is its row, not the end of the call)
+        return _row(path, loaded.name, "triage_error", f"{type(error).__name__}: {error}")
+    result = _row(path, row.name, row.state_code, row.state_reason, row.state)
+    result["build_s"] = round(sum(b.seconds for b in built.values()), 1)
+    if row.state in ("RESEARCH", "OUT_OF_SCOPE"):  # M1 recorded its evidence in this triage
+        m1 = [e.data["evidence"] for e in stream_events(f"app/{row.name}")
+              if e.type == "AppMilestoneReached" and e.data["milestone"] == "M1"][-1]
+        result["datasets"] = {name: d["seconds"] for name, d in m1["datasets"].items()}
+        result["hotspot_fraction"] = m1["hotspot_fraction"]
+        if m1.get("profile"):
+            result["profile"] = {k: m1["profile"].get(k) for k in ("tool", "share", "top", "kernel_seconds", "problem")}
+    return result
+
+
+def _row(path: Path, app: str | None, code: str, reason: str, state: str | None = None) -> dict:
+    return {"manifest": str(path), "app": app, "state": state, "code": code, "reason": reason}
+
+
+def report(rows: list[dict], left_out: list[str]) -> dict:
+    """The triage's report: the counts, the programs left for another call, a row per program
+    (in manifest order, so that two calls' reports diff line by line)."""
+    rows = sorted(rows, key=lambda r: key(r["manifest"]))
     return {
-        "triaged": len(results),
-        "by_state": dict(collections.Counter(str(r["state"]) for r in results).most_common()),
-        "by_reason": dict(collections.Counter(f"{r['state']}/{r['code']}" for r in results).most_common()),
-        "apps": results,
+        "triaged": len(rows),
+        "by_state": dict(collections.Counter(str(r["state"]) for r in rows).most_common()),
+        "by_reason": dict(collections.Counter(f"{r['state']}/{r['code']}" for r in rows).most_common()),
+        "not_triaged": sorted(left_out),
+        "apps": rows,
     }

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import yaml
+
 from tests.appgate.test_manifest import write_app
 
 APPS = Path(__file__).resolve().parents[2] / "fixtures" / "apps"
@@ -66,3 +68,60 @@ def clocked_app(tmp_path: Path, candidate: str = "-DFORGED", **changes) -> Path:
                     "case": "star2d_1/64x64/f64"},
     }
     return write_app(tmp_path, CLOCKED, **{**blocks, **changes})
+
+
+# A suite of outside programs in HeCBench's layout (tests/appgate/test_suite_import.py,
+# test_triage_parallel.py): C programs with upstream's Makefile conventions that print the time
+# they are given and their own verdict.
+COMMIT = "f27000a5188f8ac79bd43fc95a1b3f890c18823d"
+CORPUS = Path("/work/shared/corpora/hecbench")
+TIMED = r"(?:Average kernel execution time )([0-9.+-e]+)(?: \(ms\))"
+MAKEFILE = """CC        = cc
+OPTIMIZE  = yes
+program = main
+source = main.c
+obj = $(source:.c=.o)
+CFLAGS := $(EXTRA_CFLAGS) -std=c99 -O2
+$(program): $(obj) Makefile
+\t$(CC) $(CFLAGS) $(obj) -o $@ -lm
+
+%.o: %.c Makefile
+\t$(CC) $(CFLAGS) -c $< -o $@
+
+run: $(program)
+\t./$(program) {run}
+"""
+# Prints the time it is given (per kernel: two kernels, which upstream's runner adds up) and its
+# own verdict: PASS unless a third argument asks it to fail.
+MAIN = r"""#include <stdio.h>
+#include <stdlib.h>
+int main(int argc, char** argv) {
+  double ms = atof(argv[1]), sum = 0;
+  int fail = argc > 2 && atoi(argv[2]);
+  for (int i = 1; i <= 1000; i++) sum += i;
+  printf("Average kernel execution time %f (ms)\n", ms / 2);
+  printf("Average kernel execution time %f (ms)\n", ms / 2);
+  printf("%s\n", (sum == 500500.0 && !fail) ? "PASS" : "FAIL");
+  return 0;
+}
+"""
+
+def write_suite(folder: Path, model: str, programs: dict) -> Path:
+    """A suite checkout in HeCBench's layout (not a git checkout: CORPUS.md names its commit):
+    `programs` maps a name to (its benchmarks.yaml test block or None, its main.c or None: no
+    folder, its Makefile run target's arguments)."""
+    (folder / "src").mkdir(parents=True)
+    (folder / "CORPUS.md").write_text(f"Upstream: github.com/zjin-lcf/HeCBench at commit {COMMIT}\n(2026-05-19).\n")
+    (folder / "LICENSE").write_text("BSD 3-Clause License\n\nCopyright (c) 2020, Test Authors\nAll rights reserved.\n")
+    metadata = {}
+    for name, (test, main, run) in programs.items():
+        metadata[name] = {"categories": ["testing"], "models": [model]}
+        if test:
+            metadata[name]["test"] = {**test, "timeout": 60}
+        if main is not None:
+            program = folder / "src" / f"{name}-{model}"
+            program.mkdir()
+            (program / "main.c").write_text(main)
+            (program / "Makefile").write_text(MAKEFILE.format(run=run))
+    (folder / "benchmarks.yaml").write_text(yaml.safe_dump(metadata))
+    return folder

@@ -22,39 +22,8 @@ from appgate.suites.importer import SuiteImportError, import_suite
 from appgate.triage import manifest_paths, triage_all
 from ledger.models import Event
 from ledger.services import NewEvent, append
+from tests.appgate.fixtures import COMMIT, CORPUS, MAIN, MAKEFILE, TIMED, write_suite
 
-COMMIT = "f27000a5188f8ac79bd43fc95a1b3f890c18823d"
-CORPUS = Path("/work/shared/corpora/hecbench")
-TIMED = r"(?:Average kernel execution time )([0-9.+-e]+)(?: \(ms\))"
-MAKEFILE = """CC        = cc
-OPTIMIZE  = yes
-program = main
-source = main.c
-obj = $(source:.c=.o)
-CFLAGS := $(EXTRA_CFLAGS) -std=c99 -O2
-$(program): $(obj) Makefile
-\t$(CC) $(CFLAGS) $(obj) -o $@ -lm
-
-%.o: %.c Makefile
-\t$(CC) $(CFLAGS) -c $< -o $@
-
-run: $(program)
-\t./$(program) {run}
-"""
-# Prints the time it is given (per kernel: two kernels, which upstream's runner adds up) and its
-# own verdict: PASS unless a third argument asks it to fail.
-MAIN = r"""#include <stdio.h>
-#include <stdlib.h>
-int main(int argc, char** argv) {
-  double ms = atof(argv[1]), sum = 0;
-  int fail = argc > 2 && atoi(argv[2]);
-  for (int i = 1; i <= 1000; i++) sum += i;
-  printf("Average kernel execution time %f (ms)\n", ms / 2);
-  printf("Average kernel execution time %f (ms)\n", ms / 2);
-  printf("%s\n", (sum == 500500.0 && !fail) ? "PASS" : "FAIL");
-  return 0;
-}
-"""
 UNITLESS = r"""#include <stdio.h>
 int main(void) { printf("Kernel time : %f\n", 2.5); printf("PASS\n"); return 0; }
 """
@@ -83,28 +52,9 @@ PROGRAMS = {  # name: (benchmarks.yaml test block or None, main.c or None: no fo
 }
 
 
-def write_suite(folder: Path, model: str = "omp", programs: dict = PROGRAMS) -> Path:
-    """A suite checkout in HeCBench's layout (not a git checkout: CORPUS.md names its commit)."""
-    (folder / "src").mkdir(parents=True)
-    (folder / "CORPUS.md").write_text(f"Upstream: github.com/zjin-lcf/HeCBench at commit {COMMIT}\n(2026-05-19).\n")
-    (folder / "LICENSE").write_text("BSD 3-Clause License\n\nCopyright (c) 2020, Test Authors\nAll rights reserved.\n")
-    metadata = {}
-    for name, (test, main, run) in programs.items():
-        metadata[name] = {"categories": ["testing"], "models": [model]}
-        if test:
-            metadata[name]["test"] = {**test, "timeout": 60}
-        if main is not None:
-            program = folder / "src" / f"{name}-{model}"
-            program.mkdir()
-            (program / "main.c").write_text(main)
-            (program / "Makefile").write_text(MAKEFILE.format(run=run))
-    (folder / "benchmarks.yaml").write_text(yaml.safe_dump(metadata))
-    return folder
-
-
 @pytest.fixture
 def suite(tmp_path, monkeypatch) -> Path:
-    root = write_suite(tmp_path / "suite")
+    root = write_suite(tmp_path / "suite", "omp", PROGRAMS)
     monkeypatch.setenv(SUITE_ROOTS_ENV, f"synth={root}")
     return root
 

@@ -3,7 +3,9 @@ the command line."""
 from __future__ import annotations
 
 import json
+import os
 import sys
+import time
 from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
@@ -15,7 +17,9 @@ from appgate.models import AppRow
 from appgate.proposers import PROPOSERS, AnthropicAppProposer
 from appgate.services import AppGateError, AppProtocol, machine, register, rerun, run_gate, settle_state
 from appgate.suites.importer import ADAPTERS, SuiteImportError, import_suite
-from appgate.triage import manifest_paths, triage_all
+from appgate import profiler
+from appgate.profiler import TOOLS
+from appgate.triage import Limits, manifest_paths, triage_all
 from appgate.verdicts import ceiling_problem, parity
 
 
@@ -43,7 +47,17 @@ class Command(BaseCommand):
         triage = actions.add_parser("triage", help="the App Agent's M1 alone on each manifest: BLOCKED, OUT_OF_SCOPE "
                                                    "or RESEARCH, with the reason's code")
         triage.add_argument("manifests", nargs="+", help="manifest files, or folders of them (*.yaml)")
-        triage.add_argument("--report", help="write the states and counts as JSON here")
+        triage.add_argument("--report", help="write the states and counts as JSON here, after every program (default: "
+                                             "the --resume file)")
+        triage.add_argument("--resume", help="a report of an earlier triage: its programs are kept and not triaged again")
+        triage.add_argument("--jobs", type=int, default=1, help="baselines built in parallel (runs go one at a time)")
+        triage.add_argument("--deadline", type=float, help="seconds from now after which no build or run is started "
+                                                            "that could end past it; the rest is listed as not triaged")
+        triage.add_argument("--build-timeout", type=float, help="cap on each build's time limit, in seconds")
+        triage.add_argument("--run-timeout", type=float, help="cap on each run's time limit, in seconds")
+        triage.add_argument("--profiler", choices=("auto", *TOOLS, "none"), default="auto",
+                            help="what measures a CUDA program's hotspot share where its manifest declares none "
+                                 "(auto: nsys, else ncu, else none: the share is unknown)")
         actions.add_parser("list", help="registered applications and their standing results")
         suite = actions.add_parser("suite", help="suites of outside programs")
         suite = suite.add_subparsers(dest="suite_action", required=True)
@@ -108,13 +122,29 @@ class Command(BaseCommand):
         self.stdout.write(f"state: {row.state}: {row.state_reason}")
 
     def do_triage(self, options) -> None:
-        report = triage_all(manifest_paths(options["manifests"]), options["actor"], self._progress)
+        if options["jobs"] < 1:
+            raise CommandError("--jobs must be 1 or more")
+        resumed = None
+        if options["resume"]:
+            try:
+                resumed = json.loads(Path(options["resume"]).read_text())
+            except (OSError, ValueError) as error:
+                raise CommandError(f"--resume {options['resume']}: not a triage report ({error})") from None
+        tool = profiler.available() if options["profiler"] == "auto" else None if options["profiler"] == "none" \
+            else options["profiler"]
+        run_s = options["run_timeout"] or 120.0
+        limits = Limits(jobs=options["jobs"], build_timeout_s=options["build_timeout"], run_timeout_s=options["run_timeout"],
+                        profile=profiler.profiler(tool, 2 * run_s), profile_timeout_s=2 * run_s,
+                        deadline=time.monotonic() + options["deadline"] if options["deadline"] else None)
+        self._progress(f"hotspot share of CUDA programs: {tool or 'unknown (no nsys or ncu here)'}")
+        out = options["report"] or options["resume"]
+        report = triage_all(manifest_paths(options["manifests"]), options["actor"], self._progress, limits=limits,
+                            resumed=resumed, save=lambda r: _write_json(out, r, "apps"))
         for app in report["apps"]:
             self.stdout.write(f"{app['app'] or app['manifest']}: {app['state'] or '-'} [{app['code']}] "
                               f"{app['reason'][:200]}")
-        self.stdout.write(f"{report['triaged']} triaged: "
+        self.stdout.write(f"{report['triaged']} triaged, {len(report['not_triaged'])} left for another call: "
                           + ", ".join(f"{k} {v}" for k, v in report["by_reason"].items()))
-        _write_json(options["report"], report, "apps")
 
     def do_suite(self, options) -> None:
         arch = options["arch"]
@@ -189,7 +219,9 @@ def _write_json(path: str | None, report: dict, rows: str) -> None:
                                            if key == rows else json.dumps(value, indent=1).replace("\n", "\n "))
                  for key, value in report.items()]
         Path(path).parent.mkdir(parents=True, exist_ok=True)
-        Path(path).write_text("{\n" + ",\n".join(parts) + "\n}\n")
+        temporary = Path(f"{path}.tmp")  # replaced at once: a call cut while writing keeps the last report
+        temporary.write_text("{\n" + ",\n".join(parts) + "\n}\n")
+        os.replace(temporary, path)
 
 
 def _s(seconds: float | None) -> str:
