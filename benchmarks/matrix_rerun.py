@@ -22,6 +22,11 @@ say what was chosen (its median, how many schedules were correct) or why nothing
 tuning run that fails is counted (summary "tuning_counts") and the case is re-run with the
 schedule it had. The tuning runs count against --deadline.
 
+--fan-out hands the cases to the workers instead (one re-run task per case, frontend/batches.py) and
+waits for them, a line "[n of N] …" per case as it ends; the summary is the same, its per-case
+seconds from the worker's claim to the end. benchmarks/worker_scaling.py runs it with 1, 2, 4 …
+workers (docs/workers.md, "One worker per device").
+
 --only finishes what a deadline left out, in a second call: give it the first call's export as
 --ledger (its tuning runs and re-runs come along) and its summary as --only (its `not_run`).
 
@@ -89,8 +94,16 @@ def run(options: argparse.Namespace) -> int:
     changes = {k: getattr(options, k) for k in ("passes", "launches", "max_attempts") if getattr(options, k)}
     protocol = dataclasses.replace(DEFAULT_PROTOCOL[options.backend], **changes)
     started_utc, started = utc_now(), time.perf_counter()
-    outcomes = rerun_all(options.backend, ACTOR, protocol, lambda item: log(item.line()), options.deadline,
-                         tune=options.tune, only=only)
+    batch = None
+    if options.fan_out:  # one re-run task per case, run by the workers on the backend's queue
+        from frontend.batches import follow, request_batch
+
+        batch = request_batch(options.backend, ACTOR, protocol=changes or None, only=only)
+        log(f"batch {batch}: {len(standing)} re-run tasks queued")
+        outcomes = follow(batch, lambda done, total, item: log(f"[{done} of {total}] {item.line()}"))
+    else:
+        outcomes = rerun_all(options.backend, ACTOR, protocol, lambda item: log(item.line()), options.deadline,
+                             tune=options.tune, only=only)
     wall = time.perf_counter() - started
     counts = rerun_counts(outcomes)
     out = Path(options.out)
@@ -121,6 +134,7 @@ def run(options: argparse.Namespace) -> int:
         "tuning_counts": tuning_counts(outcomes) if options.tune else None,
         "not_run": [case for case in standing if case not in {o.case for o in outcomes}],
         "exported_events": exported,
+        "fan_out_batch": batch,
     }
     Path(options.summary).parent.mkdir(parents=True, exist_ok=True)
     Path(options.summary).write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
@@ -152,7 +166,12 @@ def main() -> int:
     parser.add_argument("--tune", metavar="LIBRARY", help="tune this library baseline on each case before its re-run")
     parser.add_argument("--only", metavar="CASES|SUMMARY.json",
                         help="re-run only these cases (comma-separated), or the not_run cases of a previous --summary")
+    parser.add_argument("--fan-out", action="store_true",
+                        help="one re-run task per case on the backend's queue, run by the workers (frontend/batches.py); "
+                             "needs DATABASE_URL on a database the workers share (PostgreSQL) and CELERY_BROKER_URL")
     options = parser.parse_args()
+    if options.fan_out and (options.tune or options.deadline):
+        parser.error("--fan-out re-runs only: --tune and --deadline run in this process")
     if any(v is not None and v < 1 for v in (options.passes, options.launches, options.max_attempts)):
         parser.error("--passes, --launches and --attempts must be at least 1")
     return run(options)
