@@ -26,6 +26,7 @@ from .manifest import LoadedManifest
 TOOLS = ("nsys", "ncu")
 LAUNCHES = 200  # ncu: launches measured (each is replayed; thousands would take minutes)
 TOP = 3  # kernels named in the result
+OVERHEAD_S = 30.0  # added to a run's time limit for the profiled run: the profiler's start and its report
 REPORT = "forgestencil-profile"
 COMMANDS = {
     "nsys": f"{{tool}} profile --trace=cuda --sample=none --cpuctxsw=none --force-overwrite=true "

@@ -18,6 +18,7 @@ At scale (issue 18: about 200 programs in few device calls of at most 10 minutes
 from __future__ import annotations
 
 import collections
+import functools
 import shutil
 import time
 import uuid
@@ -33,6 +34,7 @@ from . import builds
 from .agent import Profiler, triage
 from .builds import BuildResult
 from .manifest import LoadedManifest, ManifestError, load_manifest
+from .services import AppGateError, machine
 
 MIN_BUILD_S = 30.0  # no build starts with less time than this (or its own limit) left before the deadline
 
@@ -151,7 +153,9 @@ def _triage_built(path: Path, loaded: LoadedManifest, future: Future, actor: str
     m = loaded.manifest
     run_s = min(m.run.timeout_s, limits.run_timeout_s or float("inf"))
     profiled = limits.profile_timeout_s if limits.profile is not None and m.architecture == "cuda" else 0.0
-    runs = 0.0 if built is not None and any(not b.ok for b in built.values()) else run_s * len(m.datasets) + profiled
+    runs = run_s * len(m.datasets) + profiled
+    if built is not None and (any(not b.ok for b in built.values()) or not runnable(m.architecture)):
+        runs = 0.0  # decided without a run
     if built is None or limits.left() < runs:
         return None
     try:
@@ -169,6 +173,17 @@ def _triage_built(path: Path, loaded: LoadedManifest, future: Future, actor: str
         if m1.get("profile"):
             result["profile"] = {k: m1["profile"].get(k) for k in ("tool", "share", "top", "kernel_seconds", "problem")}
     return result
+
+
+@functools.lru_cache(maxsize=4)
+def runnable(architecture: str) -> bool:
+    """Whether this machine runs the architecture's applications (else M1 blocks them before
+    any run: their runs need no time before the deadline)."""
+    try:
+        machine(architecture)
+    except AppGateError:
+        return False
+    return True
 
 
 def _row(path: Path, app: str | None, code: str, reason: str, state: str | None = None) -> dict:

@@ -132,9 +132,9 @@ class Command(BaseCommand):
                 raise CommandError(f"--resume {options['resume']}: not a triage report ({error})") from None
         tool = profiler.available() if options["profiler"] == "auto" else None if options["profiler"] == "none" \
             else options["profiler"]
-        run_s = options["run_timeout"] or 120.0
+        profile_s = (options["run_timeout"] or 120.0) + profiler.OVERHEAD_S
         limits = Limits(jobs=options["jobs"], build_timeout_s=options["build_timeout"], run_timeout_s=options["run_timeout"],
-                        profile=profiler.profiler(tool, 2 * run_s), profile_timeout_s=2 * run_s,
+                        profile=profiler.profiler(tool, profile_s), profile_timeout_s=profile_s,
                         deadline=time.monotonic() + options["deadline"] if options["deadline"] else None)
         self._progress(f"hotspot share of CUDA programs: {tool or 'unknown (no nsys or ncu here)'}")
         out = options["report"] or options["resume"]
