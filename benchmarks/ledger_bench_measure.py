@@ -219,6 +219,7 @@ def fill_direct(workload: Workload, target: int, batch: int, deadline: float) ->
         with transaction.atomic():
             services.lock_chain(session)
             services._insert(session, sealed_batch)
+            session.finish()
         return position
 
     result = _fill_loop(workload, target, batch, deadline, Phase("fill_direct"), "fill (direct)", write)

@@ -10,7 +10,7 @@ import re
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timezone as dt_timezone
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from django.db import transaction
 from django.utils import timezone
@@ -20,10 +20,11 @@ from .append_sql import Session
 from .canonical import GENESIS_HASH, chain_hash, event_body
 from .errors import ConcurrencyError, IdempotencyConflict, LedgerError
 from .models import Event, ProjectionState
-from .projection_base import TableRows, read_rows, registered
+from .projection_base import Projection, TableRows, registered, request_rows
 from .records import RecordedEvent
 
 CHAIN_LOCK_KEY = 0x466F726765  # arbitrary, fixed: "Forge"
+LOCK_SQL = f"SELECT pg_advisory_xact_lock({CHAIN_LOCK_KEY})"
 STREAM_PATTERN = re.compile(r"^\S{1,255}$")
 
 
@@ -40,10 +41,14 @@ class NewEvent:
 
 
 def lock_chain(session: Session | None = None) -> None:
-    """Serialise writers. Call inside a transaction; released at commit or rollback."""
-    session = session or Session()
-    if session.postgres:
-        session.write("SELECT pg_advisory_xact_lock(%s)", [CHAIN_LOCK_KEY])
+    """Serialise writers. Call inside a transaction; released at commit or rollback. Given a
+    session, the lock is queued before its reads and taken when they are sent."""
+    if session is None:
+        session = Session()
+        if session.postgres:
+            session.write(LOCK_SQL, [])
+    elif session.postgres:
+        session.read(LOCK_SQL, [])
     # SQLite: settings open every transaction IMMEDIATE, which takes the single write lock.
 
 
@@ -67,24 +72,27 @@ def append(new: NewEvent) -> RecordedEvent:
 def append_many(new_events: Sequence[NewEvent]) -> list[RecordedEvent]:
     """Append events atomically, in order: all are recorded or none is.
 
-    On PostgreSQL the append is pipelined: after BEGIN (which psycopg sends alone), the lock,
-    the chain head with the stream versions and the events named by id travel in one round
-    trip; the new events and the projection rows they touch in a second; the projection writes
-    in a third; then COMMIT. Every read that decides something runs after the lock is granted,
-    in the same transaction as the writes (docs/ledger_benchmarks.md measures it)."""
+    Two round trips on PostgreSQL: the lock, the chain head with the stream versions, the
+    events named by id and the projection rows the events touch are read in one (with BEGIN,
+    outside any atomic block); the events are sealed and projected in memory; their INSERT,
+    every projection write and the positions go as one statement with COMMIT in the second
+    (ledger.append_sql.Session).
+    Every read that decides something runs after the lock is granted, in the same transaction
+    as the writes (docs/ledger_benchmarks.md measures it)."""
     validated = [_validate(new) for new in new_events]
     session = Session()
-    with transaction.atomic():
-        with session.pipelined():
-            lock_chain(session)
-            chain = _chain_state(session, {new.stream for new, _, _ in validated})
-            known = _events_by_id(session, [new.event_id for new, _, _ in validated if new.event_id is not None])
-            recorded, fresh = _sequence(validated, chain, known)
-            if fresh:
-                _insert(session, fresh)
-                _project(session, fresh)
+    with session.transaction():
+        lock_chain(session)
+        chain = _ChainState(session, {new.stream for new, _, _ in validated})
+        known = _events_by_id(session, [new.event_id for new, _, _ in validated if new.event_id is not None])
+        work = _read_projected_rows(session, [_unsealed(*each) for each in validated])
+        session.send()
+        recorded, fresh = _sequence(validated, chain(), known())
         if fresh:
-            _add_missing_states(session, fresh)
+            _insert(session, fresh)
+            _project(session, work(), fresh)
+            _record_positions(session, fresh, chain.states)
+        session.finish()
     return recorded
 
 
@@ -133,21 +141,28 @@ def _uuid(value: uuid.UUID | str) -> uuid.UUID:
     return value if isinstance(value, uuid.UUID) else uuid.UUID(str(value))
 
 
-def _events_by_id(session: Session, event_ids: list[uuid.UUID | str]) -> dict[uuid.UUID, RecordedEvent]:
-    """The stored events among these ids (idempotent retries), read in one statement per 500."""
-    found: dict[uuid.UUID, RecordedEvent] = {}
+def _events_by_id(session: Session, event_ids: list[uuid.UUID | str]) -> Callable[[], dict[uuid.UUID, RecordedEvent]]:
+    """Queue the read of the stored events among these ids (idempotent retries), one statement
+    per 500; returns what gives them once the session has sent its reads."""
     ids = list({_uuid(event_id) for event_id in event_ids})
     field = Event._meta.get_field("event_id")
+    reads = []
     for start in range(0, len(ids), 500):
         chunk = ids[start : start + 500]
-        with session.read(
+        reads.append(session.read(
             f"SELECT body, prev_hash, hash FROM ledger_event WHERE event_id IN ({', '.join(['%s'] * len(chunk))})",
             [field.get_db_prep_value(event_id, session.connection) for event_id in chunk],
-        ) as cursor:
-            for body, prev, hash_ in cursor.fetchall():
+        ))
+
+    def fetch() -> dict[uuid.UUID, RecordedEvent]:
+        found: dict[uuid.UUID, RecordedEvent] = {}
+        for rows in reads:
+            for body, prev, hash_ in rows:
                 stored = RecordedEvent.from_body(body, prev, hash_)
                 found[_uuid(stored.event_id)] = stored
-    return found
+        return found
+
+    return fetch
 
 
 def _same_or_refuse(stored: RecordedEvent, new: NewEvent, payload: dict[str, Any], schema_version: int) -> RecordedEvent:
@@ -167,31 +182,52 @@ def _same_or_refuse(stored: RecordedEvent, new: NewEvent, payload: dict[str, Any
     return stored
 
 
-def _chain_state(session: Session, streams: set[str]) -> tuple[int, str, dict[str, int]]:
-    """The chain head (last position and hash) and the current version of each stream (0 for
-    a new one), in one statement per 200 streams.
+class _ChainState:
+    """The chain head (last position and hash), the current version of each stream (0 for a
+    new one) and how many projections have a position row, read in one statement per 200
+    streams: queued at construction, given by calling it once the session has sent its reads.
 
     Each stream is one `ORDER BY version DESC LIMIT 1` probe of the (stream, version) index,
     where a GROUP BY with MAX() would read every event of the stream and slow appends as the
     ledger grows; the head is one probe of the primary key."""
-    names = sorted(streams)
-    probe = "SELECT %s, (SELECT version FROM ledger_event WHERE stream = %s ORDER BY version DESC LIMIT 1), NULL"
-    chain_head = "SELECT NULL, position, hash FROM (SELECT position, hash FROM ledger_event ORDER BY position DESC LIMIT 1) h"
-    cursors = []
-    for start in range(0, max(len(names), 1), 200):
-        chunk = names[start : start + 200]
-        parts = ([chain_head] if start == 0 else []) + [probe] * len(chunk)
-        cursors.append(session.read(" UNION ALL ".join(parts), [v for name in chunk for v in (name, name)]))
-    position, prev_hash = 0, GENESIS_HASH
-    versions = dict.fromkeys(streams, 0)
-    for cursor in cursors:
-        with cursor:
-            for stream, number, hash_ in cursor.fetchall():
-                if stream is None:
+
+    HEAD, STATES, STREAM = 0, 1, 2
+
+    def __init__(self, session: Session, streams: set[str]) -> None:
+        self.streams = streams
+        names = sorted(streams)
+        probe = (f"SELECT {self.STREAM}, CAST(%s AS varchar), "
+                 "(SELECT version FROM ledger_event WHERE stream = %s ORDER BY version DESC LIMIT 1), NULL")
+        first = [f"SELECT {self.HEAD}, NULL, position, hash FROM (SELECT position, hash FROM ledger_event ORDER BY position DESC LIMIT 1) h",
+                 f"SELECT {self.STATES}, NULL, COUNT(*), NULL FROM ledger_projectionstate"]
+        self.reads = []
+        for start in range(0, max(len(names), 1), 200):
+            chunk = names[start : start + 200]
+            parts = (first if start == 0 else []) + [probe] * len(chunk)
+            self.reads.append(session.read(" UNION ALL ".join(parts), [v for name in chunk for v in (name, name)]))
+        self.states = 0
+
+    def __call__(self) -> tuple[int, str, dict[str, int]]:
+        position, prev_hash = 0, GENESIS_HASH
+        versions = dict.fromkeys(self.streams, 0)
+        for rows in self.reads:
+            for kind, stream, number, hash_ in rows:
+                if kind == self.HEAD:
                     position, prev_hash = number, hash_
+                elif kind == self.STATES:
+                    self.states = number
                 else:
                     versions[stream] = number or 0
-    return position, prev_hash, versions
+        return position, prev_hash, versions
+
+
+
+def _unsealed(new: NewEvent, payload: dict[str, Any], schema_version: int) -> RecordedEvent:
+    """The event as projections' `key` sees it before it is sealed: no position, version, time
+    or hashes yet."""
+    return RecordedEvent(position=0, event_id=str(new.event_id or ""), stream=new.stream, version=0, type=new.type,
+                         schema_version=schema_version, payload=payload, actor=new.actor, recorded_at="",
+                         origin=new.origin, body="", prev_hash="", hash="")
 
 
 def _seal(
@@ -232,39 +268,51 @@ def _row(event: RecordedEvent) -> dict[str, Any]:
 
 def _insert(session: Session, events: list[RecordedEvent]) -> None:
     sql = session.model(Event)
-    session.write_many(sql.insert, [sql.params(_row(event), session.connection) for event in events])
+    session.queue(sql.insert, sql.width, [sql.params(_row(event), session.connection) for event in events])
 
 
-def _project(session: Session, events: list[RecordedEvent]) -> None:
-    """Apply the events to every projection that wants them: the rows they touch, of all
-    projections, are read in one statement, then changed in memory and written back, and every
-    projection's position moves to the last event."""
+def _read_projected_rows(session: Session, events: list[RecordedEvent]) -> Callable[[], list[tuple[Projection, TableRows]]]:
+    """Queue the read of the rows these events touch, of every projection that wants them, in
+    one statement (keys asked of the unsealed events); returns what gives them once the session
+    has sent its reads."""
     work = []
     for projection in registered():
         wanted = [event for event in events if projection.wants(event)]
         if wanted:
             work.append((projection, wanted, TableRows(projection.model, projection.key_field, session)))
-    read_rows(session, [(rows, [key for key in map(projection.key, wanted) if key is not None])
-                        for projection, wanted, rows in work])
-    for projection, wanted, rows in work:
-        for event in wanted:
-            projection.apply(event, rows)
+    fetch = request_rows(session, [(rows, [key for key in map(projection.key, wanted) if key is not None])
+                                   for projection, wanted, rows in work])
+
+    def fetched() -> list[tuple[Projection, TableRows]]:
+        fetch()
+        return [(projection, rows) for projection, _, rows in work]
+
+    return fetched
+
+
+def _project(session: Session, work: list[tuple[Projection, TableRows]], events: list[RecordedEvent]) -> None:
+    """Apply the events to every projection that wants them, on the rows read in advance (a key
+    not read is read now), and queue the changed rows."""
+    for projection, rows in work:
+        for event in events:
+            if projection.wants(event):
+                projection.apply(event, rows)
         rows.flush()
-    session.write("UPDATE ledger_projectionstate SET last_position = %s", [events[-1].position])
 
 
-def _add_missing_states(session: Session, events: list[RecordedEvent]) -> None:
-    """A projection first seen on a non-empty ledger has not applied the history: record it
-    at 0 so verify reports it until `ledger rebuild` fills it. Reads the row count of
-    `_project`'s last write, which a pipeline delivers only at its end."""
+def _record_positions(session: Session, events: list[RecordedEvent], states: int) -> None:
+    """Every projection's position moves to the last event. A projection first seen on a
+    non-empty ledger (no position row yet) has not applied the history: it is recorded at 0, so
+    verify reports it until `ledger rebuild` fills it."""
+    session.queue(lambda rows: "UPDATE ledger_projectionstate SET last_position = %s", 1, [[events[-1].position]])
     projections = list(registered())
-    if session.written_rows() >= len(projections):
+    if states >= len(projections):
         return
     known = set(ProjectionState.objects.values_list("name", flat=True))
     start = events[-1].position if events[0].position == 1 else 0
-    ProjectionState.objects.bulk_create(
-        [ProjectionState(name=p.name, last_position=start) for p in projections if p.name not in known]
-    )
+    sql = session.model(ProjectionState)
+    session.queue(sql.insert, sql.width, [sql.params({"name": p.name, "last_position": start}, session.connection)
+                                          for p in projections if p.name not in known])
 
 
 LEDGER_STREAM = "ledger"

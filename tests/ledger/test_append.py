@@ -11,7 +11,7 @@ from ledger.canonical import GENESIS_HASH, canonical_json, chain_hash, event_bod
 from ledger.errors import ConcurrencyError, IdempotencyConflict, InvalidPayload, LedgerError, UnknownEventType
 from ledger.event_types import Payload, event_type
 from ledger.models import Event, EventTypeCount, ProjectionState, ResultStatus, SignOff, StreamHead
-from ledger.append_sql import Session
+from ledger.append_sql import Session, prepared_text
 from ledger.projection_base import TableRows, read_rows, registered
 from ledger.services import NewEvent, append, append_many, head
 from ledger.transfer import import_ledger
@@ -156,30 +156,52 @@ def test_a_new_schema_version_needs_an_upcaster():
             result: str
 
 
-def _statements(captured) -> list[str]:
-    """Each captured statement as 'VERB table…' (every table a SELECT reads, in order; savepoints
-    of the test's own transaction left out)."""
-    kinds = []
+def round_trips(captured) -> list[list[str]]:
+    """Each captured query (one round trip) as its statements, each 'VERB table…' (every table a
+    SELECT reads, in order; a statement of data-modifying CTEs as 'WITH | VERB table | …'); an
+    `EXECUTE` of a prepared statement as that statement; savepoints of the test's own
+    transaction and the PREPAREs of a statement's first use on a connection left out."""
+    trips = []
     for query in captured.captured_queries:
         sql = re.sub(r"^\d+ times: ", "", query["sql"])  # how Django logs an executemany
-        if sql.startswith(("SAVEPOINT", "RELEASE SAVEPOINT", "BEGIN", "COMMIT")):
-            continue
-        verb = sql.split()[0].upper()
-        pattern = r'\bFROM\s+"?([a-z_][a-z0-9_]*)' if verb == "SELECT" else r'\b(?:INTO|UPDATE)\s+"?([a-z_][a-z0-9_]*)'
-        tables = list(dict.fromkeys(re.findall(pattern, sql)))[: None if verb == "SELECT" else 1]
-        kinds.append("SELECT pg_advisory_xact_lock" if "pg_advisory_xact_lock" in sql else " ".join([verb, *tables]))
-    return kinds
+        kinds = []
+        for part in re.split(r"; (?=BEGIN|COMMIT|SELECT|EXECUTE|WITH|INSERT|UPDATE)", sql):
+            if part.startswith(("SAVEPOINT", "RELEASE SAVEPOINT", "PREPARE")):
+                continue
+            if part.startswith("EXECUTE "):
+                part = prepared_text(part.split()[1].split("(")[0])
+            kinds.append(_kind(part))
+        if kinds:
+            trips.append(kinds)
+    return trips
 
 
-def _expected_statements(event_type: str) -> list[str]:
-    """The append's statements: the lock (PostgreSQL), the chain head with the stream versions,
-    the event INSERT, one read of the rows of every projection subscribed to the type, one upsert
-    per projection that writes a row (every subscriber, for the events below), the projection
-    positions."""
+def _kind(sql: str) -> str:
+    if sql.startswith(("BEGIN", "COMMIT")):
+        return sql
+    if sql.startswith("WITH "):
+        parts = re.findall(r'\bw\d+ AS \((INSERT INTO|UPDATE) "?([a-z_][a-z0-9_]*)', sql)
+        return " | ".join(["WITH", *(f"{verb.split()[0]} {table}" for verb, table in parts)])
+    if "pg_advisory_xact_lock" in sql:
+        return "SELECT pg_advisory_xact_lock"
+    verb = sql.split()[0].upper()
+    pattern = r'\bFROM\s+"?([a-z_][a-z0-9_]*)' if verb == "SELECT" else r'\b(?:INTO|UPDATE)\s+"?([a-z_][a-z0-9_]*)'
+    tables = list(dict.fromkeys(re.findall(pattern, sql)))[: None if verb == "SELECT" else 1]
+    return " ".join([verb, *tables])
+
+
+def expected_round_trips(event_type: str) -> list[list[str]]:
+    """The append's statements: the lock (PostgreSQL), the chain head with the stream versions and
+    the count of projection positions, one read of the rows of every projection subscribed to the
+    type; then the event INSERT, one upsert per projection that writes a row (every subscriber,
+    for the events below) and the projection positions. On PostgreSQL in two round trips, the
+    writes as one statement; on SQLite one statement at a time."""
     subscribed = [p.model._meta.db_table for p in registered() if p.handles is None or event_type in p.handles]
-    lock = ["SELECT pg_advisory_xact_lock"] if connection.vendor == "postgresql" else []
-    return (lock + ["SELECT ledger_event", "INSERT ledger_event", " ".join(["SELECT", *subscribed])]
-            + [f"INSERT {t}" for t in subscribed] + ["UPDATE ledger_projectionstate"])
+    reads = ["SELECT ledger_event ledger_projectionstate", " ".join(["SELECT", *subscribed])]
+    writes = ["INSERT ledger_event", *(f"INSERT {t}" for t in subscribed), "UPDATE ledger_projectionstate"]
+    if connection.vendor == "postgresql":
+        return [["SELECT pg_advisory_xact_lock", *reads], [" | ".join(["WITH", *writes])]]
+    return [[statement] for statement in reads + writes]
 
 
 def _signoff(result: str, reviewer: str) -> NewEvent:
@@ -191,7 +213,7 @@ def test_a_single_append_issues_a_fixed_set_of_statements(ledger):
     append(_signoff("case/a", "alice"))  # the stream, its head row and the type count exist
     with CaptureQueriesContext(connection) as captured:
         append(_signoff("case/a", "bob"))
-    assert _statements(captured) == _expected_statements("AuditSignedOff")
+    assert round_trips(captured) == expected_round_trips("AuditSignedOff")
     assert SignOff.objects.filter(result="case/a").count() == 2
 
 
@@ -199,7 +221,7 @@ def test_a_batch_issues_the_statements_of_one_append(ledger):
     """Rows are read and written per table, not per event: 40 events on 40 streams cost what one does."""
     with CaptureQueriesContext(connection) as captured:
         append_many([_signoff(f"case/{n}", "alice") for n in range(40)])
-    assert _statements(captured) == _expected_statements("AuditSignedOff")
+    assert round_trips(captured) == expected_round_trips("AuditSignedOff")
     assert StreamHead.objects.filter(stream__startswith="case/").count() == 40
 
 
