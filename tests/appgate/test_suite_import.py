@@ -9,6 +9,9 @@ import hashlib
 import json
 import re
 import shutil
+import subprocess
+import sys
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -255,3 +258,27 @@ def test_the_real_corpus_imports_at_least_100_programs_and_reports_each_of_the_r
     haccmk = load_manifest(tmp_path / "m" / "hecbench-haccmk-cuda.yaml").manifest
     assert haccmk.build.command == "make -C {src} ARCH=sm_90 program={out} EXTRA_CFLAGS={switch}"
     assert (haccmk.source.root, haccmk.source.path, haccmk.timing.unit) == ("hecbench", "src/haccmk-cuda", "s")
+
+
+def test_the_packed_suite_holds_what_the_import_takes_and_imports_the_same_manifests_unpacked(ledger, suite, tmp_path,
+                                                                                             monkeypatch):
+    tarball = tmp_path / "suite.tar.xz"
+    done = subprocess.run([sys.executable, "scripts/pack_suite.py", str(suite), "--model", "omp", "--root-name", "synth",
+                           "--out", str(tarball)], capture_output=True, text=True, cwd=Path(__file__).parents[2])
+    assert done.returncode == 0, done.stderr
+    assert "6 programs" in done.stdout and "every manifest inferred again from the unpacked copy is the same" in done.stdout
+    with tarfile.open(tarball) as tar:
+        names = set(tar.getnames())
+        packed = tar.extractfile("PACKED").read().decode().split()
+        tar.extractall(tmp_path / "unpacked", filter="data")
+    assert packed == sorted(packed)
+    assert set(packed) == {"good", "failing", "tiny", "opener", "fromsource", "twotimes"}
+    assert {"benchmarks.yaml", "CORPUS.md", "LICENSE", "src/good-omp/main.c", "src/good-omp/Makefile"} <= names
+    assert not any(n.startswith(("src/unitless-omp", "src/reader-omp", "src/nometa-omp")) for n in names)  # refused
+
+    original = imported(suite, tmp_path / "m1")
+    monkeypatch.setenv(SUITE_ROOTS_ENV, f"synth={tmp_path / 'unpacked'}")
+    copy = imported(tmp_path / "unpacked", tmp_path / "m2", only=tuple(packed))
+    assert copy["counts"]["imported"] == len(packed) and listing(tmp_path / "m2") == {
+        name: digest for name, digest in listing(tmp_path / "m1").items()
+        if name in {f"{e['app']}.yaml" for e in original["programs"] if e["status"] == "imported"}}

@@ -14,11 +14,13 @@ import pytest
 from django.core.management import call_command
 
 from appgate import triage as triage_module
+from appgate.agent import triage
 from appgate.manifest import SUITE_ROOTS_ENV
 from appgate.profiler import ncu_kernels, nsys_kernels, profiler
 from appgate.suites.importer import import_suite
 from appgate.triage import Limits, manifest_paths, triage_all
 from ledger.models import Event
+from ledger.selectors import stream_events
 from tests.appgate.fixtures import MAIN, MAKEFILE, TIMED, write_suite
 
 HANGS = MAIN.replace("  double ms", "  for (;;) {}\n  double ms")
@@ -118,6 +120,25 @@ def test_a_program_whose_runs_would_pass_the_deadline_is_built_but_left_for_the_
     assert states(report) == {"synth-broken-omp": ("BLOCKED", "build_failed")}  # no run needed to decide it
     assert report["not_triaged"] == ["synth-good-omp.yaml"]
     assert state_events("synth-good-omp") == 0
+
+
+@pytest.mark.parametrize("share, state, code", [(0.75, "RESEARCH", "in_scope"),
+                                                (0.1, "OUT_OF_SCOPE", "hotspot_below_share")])
+def test_a_profiled_top_kernel_puts_a_program_without_a_hotspot_case_in_scope_from_a_fifth_of_the_time(
+        ledger, manifests, share, state, code):
+    """The profile of a program whose manifest declares no hotspot (here a CPU program handed a
+    profile as the triage hands CUDA ones nsys's) decides its scope by the top kernel's share."""
+    def profile(loaded, binary, dataset, scratch):
+        assert binary.is_file() and dataset.name == "test"
+        return {"tool": "nsys", "share": share, "top": [{"name": "stencil", "seconds": 3e-3, "launches": 100,
+                                                         "share": share}], "kernel_seconds": 4e-3, "problem": ""}
+
+    row = triage(manifests / "synth-good-omp.yaml", "agent:test", profile=profile)
+    assert (row.state, row.state_code) == (state, code)
+    if state == "RESEARCH":
+        assert row.state_reason == "M1: in scope, not yet forged: hotspot kernel stencil (nsys) carries 75% of the time"
+    evidence = [e.data["evidence"] for e in stream_events("app/synth-good-omp") if e.type == "AppMilestoneReached"][-1]
+    assert evidence["profile"]["top"][0]["name"] == "stencil" and evidence["hotspot_fraction"] == share
 
 
 def test_without_a_profiler_the_share_is_unknown_and_says_why():
