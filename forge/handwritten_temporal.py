@@ -86,15 +86,27 @@ def candidate(case: Case) -> tuple[str, dict, str, str]:
 
 
 def default_parameters(case: Case) -> tuple[int, int, int]:
-    """64 x 32 tiles; a chunk that leaves at least about four waves of blocks on 132 SMs."""
-    width, height = 64, 32
+    """64 x 24 tiles up to T = 4, 64 x 32 above (a 24-row tile at T = 8 keeps 8 of 24 rows); the
+    chunk by `chunk_cost`. On the H200 sweep (docs/benchmarks/temporal_sweep_h200.json) this
+    picks the fastest variant of diamond_ts4 at 512^3 (L128) and 256^3 (L32)."""
+    t = case.stencil.time_steps
+    width, height = (64, 24) if t <= 4 else (64, 32)
+    chunks = [c for c in (16, 32, 64, 128, 256, 512) if c < case.shape[0]] or [16]
+    return width, height, min(chunks, key=lambda c: (chunk_cost(case, width, height, c), -c))
+
+
+def chunk_cost(case: Case, width: int, height: int, chunk: int, sms: int = 132) -> float:
+    """Relative time of a chunk length: the z halo's refill, (L + 2T) / L, times the last wave's
+    idle share, ceil(waves) / waves, with the blocks an SM holds from its registers (about
+    12T + 26 a thread), shared memory (228 KiB) and threads (2048)."""
     t = case.stencil.time_steps
     nz, ny, nx = case.shape
-    tiles = math.ceil(nx / (width - 2 * t)) * math.ceil(ny / (height - 2 * t))
-    chunk = 256
-    while chunk > 16 and tiles * math.ceil((nz - 2 * t) / chunk) < 4 * 132:
-        chunk //= 2
-    return width, height, chunk
+    threads = width // V * height
+    per_sm = min(65536 // (threads * (12 * t + 26)), 228 * 1024 // (shared_bytes(t, width, height) + 1024),
+                 2048 // threads)
+    blocks = math.ceil(nx / (width - 2 * t)) * math.ceil(ny / (height - 2 * t)) * math.ceil((nz - 2 * t) / chunk)
+    waves = blocks / (max(per_sm, 1) * sms)
+    return (chunk + 2 * t) / chunk * math.ceil(waves) / waves
 
 
 _SOURCE = """/* Hand-written H200 candidate for {case} (forge/handwritten_temporal.py): the {T} steps of star_1

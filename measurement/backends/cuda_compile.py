@@ -29,7 +29,6 @@ if TYPE_CHECKING:
 
 NVRTC_OPTIONS = ("--std=c++17",)
 LAUNCH_KEYS = {"block", "tile", "shared_bytes"}
-CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
 
 
 def toolkit_include() -> str | None:
@@ -139,5 +138,5 @@ def compiled_kernel(case: Case, source: str, launch: dict[str, Any]) -> CudaKern
     module, function, options = compile_module(source)
     shared = int(launch.get("shared_bytes", 0))
     if shared > DEFAULT_SHARED_LIMIT:
-        cupy.cuda.driver.funcSetAttribute(function.ptr, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, shared)
+        function.max_dynamic_shared_size_bytes = shared  # CuPy's RawKernel has no .ptr to pass to funcSetAttribute
     return CudaKernel(case, case.precision, module, function, launch, options)

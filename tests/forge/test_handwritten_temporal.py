@@ -57,4 +57,5 @@ def test_campaigns_offer_the_pipeline_after_the_octahedron_for_t_of_4_and_more()
     offered = [c[0].split(":")[0] for c in matrix_candidates(parse_case("diamond_ts8/512x512x512/f32"))]
     assert offered == ["octa", "pipe"]
     assert [c[0].split(":")[0] for c in matrix_candidates(parse_case("diamond_ts4/256x256x256/f32"))] == ["octa", "pipe"]
-    assert default_parameters(parse_case("diamond_ts8/512x512x512/f32"))[2] == 256
+    assert default_parameters(parse_case("diamond_ts8/512x512x512/f32")) == (64, 32, 128)
+    assert default_parameters(parse_case("diamond_ts4/256x256x256/f32")) == (64, 24, 32)

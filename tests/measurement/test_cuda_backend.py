@@ -110,6 +110,19 @@ def test_a_missing_stencil_function_or_a_bad_launch_is_a_compile_error(backend):
             backend.prepare(case, Variant("candidate", Kernel(honest, launch), "candidate"))
 
 
+def test_more_than_48_kib_of_dynamic_shared_memory_is_opted_into_and_correct(backend):
+    """The pipe candidate at T = 8 takes 128 KiB a block: before the opt-in went through CuPy's
+    RawKernel attribute, every launch over 48 KiB failed (H200 sweep of session 16)."""
+    from forge.handwritten_temporal import render_pipe
+
+    case = parse_case("diamond_ts8/40x44x48/f32")
+    source, launch, _ = render_pipe(case, 64, 32, 8)
+    assert launch["shared_bytes"] > 48 * 1024
+    _, buffers, inputs, coef = run_variant(backend, case, Variant("candidate", Kernel(source, launch), "candidate"))
+    output = np.asarray(buffers.output(), dtype=np.float64)[case.region]
+    assert relative_error(output, reference(case, inputs, coef)) <= TOLERANCE[case.precision]
+
+
 def test_padding_turns_out_of_bounds_reads_into_nan_and_writes_into_an_error(backend):
     from measurement.backends.cuda import OutOfBoundsWrite
 
