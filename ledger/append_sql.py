@@ -223,10 +223,11 @@ class NotPlain:
     """No value is of this type: the column's values always take Django's conversion."""
 
 
-# Columns whose Django conversion gives back a value of this exact type unchanged (CharField's
-# and TextField's to_python, int(), float(), bool()), checked by tests/ledger/test_append.py:
-# such a value skips the conversion, a chain of four calls per column that cost an append more
-# than the statement that writes it.
+# Columns whose Django conversion of a value of this exact type writes the same value (CharField's
+# and TextField's to_python, int(), float(), bool(); on PostgreSQL Django wraps integers in
+# psycopg's Int4/Int8, which client-side binding writes as the same digits), checked by
+# tests/ledger/test_append_sql.py: such a value skips the conversion, a chain of four calls per
+# column that cost an append more than the statement that writes it.
 PLAIN: dict[str, type] = {"CharField": str, "TextField": str, "IntegerField": int, "BigIntegerField": int,
                           "SmallIntegerField": int, "PositiveIntegerField": int, "PositiveSmallIntegerField": int,
                           "PositiveBigIntegerField": int, "FloatField": float, "BooleanField": bool}
