@@ -106,7 +106,9 @@ class Session:
         with self.connection.cursor() as cursor:
             cursor.execute("; ".join(parts), values)
             for _, _, rows in reads:
-                while cursor.description is None and cursor.nextset():  # BEGIN's result
+                # skip BEGIN's result: a result without rows has no row number (where psycopg's
+                # `description` would describe every column of every result, each time it is read)
+                while cursor.rownumber is None and cursor.nextset():
                     pass
                 rows.extend(cursor.fetchall())
                 cursor.nextset()
