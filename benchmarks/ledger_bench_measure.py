@@ -14,7 +14,9 @@ from ledger_bench_setup import Workload, event_count, log
 
 
 class QueryStats:
-    """Counts SQL statements and the time spent inside the driver's execute (round trip + server)."""
+    """Counts the driver's executes (each one round trip) and the time spent inside them (round
+    trip + server). A batch of several statements in one execute (the append's, on PostgreSQL)
+    counts once, named by the statements in it."""
 
     def __init__(self) -> None:
         self.count = 0
@@ -36,6 +38,8 @@ class QueryStats:
 
     @staticmethod
     def kind(sql: str) -> str:
+        if "; " in sql:  # a batch: its statements' verbs, prepared ones as EXECUTE
+            return "; ".join(part.split(None, 1)[0].upper() for part in sql.split("; ") if part.strip())
         if "pg_advisory_xact_lock" in sql:
             return "SELECT pg_advisory_xact_lock"
         verb = sql.split(None, 1)[0].upper() if sql.strip() else "?"

@@ -43,6 +43,7 @@ class Session:
         self.own_transaction = False  # BEGIN and COMMIT are this session's statements
         self.begun = False
         self.reads: list[tuple[str, Sequence[Any], list[tuple]]] = []
+        self.wrapped = None  # Django's cursor, one for the session's batches
         self.queued: list[tuple[Callable[[int], str], int, list[Sequence[Any]]]] = []
 
     @contextmanager
@@ -90,10 +91,9 @@ class Session:
         granted."""
         reads, self.reads = self.reads, []
         if not self.postgres:
-            with self.connection.cursor() as cursor:
-                for sql, params, rows in reads:
-                    cursor.execute(sql, params)
-                    rows.extend(cursor.fetchall())
+            for sql, params, rows in reads:
+                self._cursor().execute(sql, params)
+                rows.extend(self._cursor().fetchall())
             return
         parts, values = (["BEGIN"] if self.own_transaction and not self.begun else []), []
         self.begun = self.own_transaction
@@ -103,20 +103,20 @@ class Session:
             values.extend(params)
         if not parts:
             return
-        with self.connection.cursor() as cursor:
-            cursor.execute("; ".join(parts), values)
-            for _, _, rows in reads:
-                # skip BEGIN's result: a result without rows has no row number (where psycopg's
-                # `description` would describe every column of every result, each time it is read)
-                while cursor.rownumber is None and cursor.nextset():
-                    pass
-                rows.extend(cursor.fetchall())
-                cursor.nextset()
+        cursor = self._cursor()
+        cursor.execute("; ".join(parts), values)
+        results = cursor.cursor  # psycopg's own: every result has arrived, nothing left to translate
+        for _, _, rows in reads:
+            # skip BEGIN's result: a result without rows has no row number (where psycopg's
+            # `description` would describe every column of every result, each time it is read)
+            while results.rownumber is None and results.nextset():
+                pass
+            rows.extend(results.fetchall())
+            results.nextset()
 
     def write(self, sql: str, params: Sequence[Any]) -> None:
         """Run one statement now."""
-        with self.connection.cursor() as cursor:
-            cursor.execute(sql, params)
+        self._cursor().execute(sql, params)
 
     def queue(self, statement: Callable[[int], str], row_width: int, rows: list[Sequence[Any]]) -> None:
         """Write these rows at `finish`: `statement(n)` writes n rows, each `row_width` values."""
@@ -146,8 +146,12 @@ class Session:
 
     def _run(self, parts: list[str], values: list[Any]) -> None:
         if parts:
-            with self.connection.cursor() as cursor:
-                cursor.execute("; ".join(parts), values)
+            self._cursor().execute("; ".join(parts), values)
+
+    def _cursor(self):
+        if self.wrapped is None:
+            self.wrapped = self.connection.cursor()
+        return self.wrapped
 
     def _executable(self, sql: str, params: Sequence[Any]) -> tuple[str, Sequence[Any]]:
         """The statement as it goes into a batch: `EXECUTE` of its prepared form (prepared now,
@@ -159,8 +163,7 @@ class Session:
         self.connection.ensure_connection()
         prepared = _prepared.setdefault(self.connection.connection, set())
         if name not in prepared:
-            with self.connection.cursor() as cursor:  # no parameters: the text goes as it is
-                cursor.execute(f"PREPARE {name} AS {_numbered(sql)}")
+            self._cursor().execute(f"PREPARE {name} AS {_numbered(sql)}")  # no parameters: sent as it is
             prepared.add(name)
             _texts[name] = sql
         return f"EXECUTE {name}({', '.join(['%s'] * len(params))})", params
