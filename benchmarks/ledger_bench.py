@@ -20,6 +20,11 @@ transaction, and `append()` calls (benchmarks/ledger_bench_ratio.py); the run is
 
     .venv/bin/python benchmarks/ledger_bench.py --db postgres --append-ratio
 
+With --append-costs (PostgreSQL) it times each round trip of an append (server CPU from the
+backend's schedstat) and records the tables appends update (benchmarks/ledger_bench_costs.py);
+the run is added to --costs-out
+(docs/benchmarks/ledger_append_costs.json).
+
 With --append-versus REF (PostgreSQL) it compares REF's ledger code with --snapshot's (default
 HEAD): each in its own process and database, one append at a time in turns with raw and locked
 commits (benchmarks/ledger_bench_versus.py); the run is added to --versus-out
@@ -77,6 +82,7 @@ DEFAULT_OUT = ROOT / "docs" / "benchmarks" / "ledger.json"
 DEFAULT_RATIO_OUT = ROOT / "docs" / "benchmarks" / "ledger_append_pg.json"
 DEFAULT_PROFILE_OUT = ROOT / "docs" / "benchmarks" / "ledger_append_profile.json"
 DEFAULT_VERSUS_OUT = ROOT / "docs" / "benchmarks" / "ledger_append_versus.json"
+DEFAULT_COSTS_OUT = ROOT / "docs" / "benchmarks" / "ledger_append_costs.json"
 DEFAULT_PG_URL = "postgres://postgres@127.0.0.1:5432/ledger_bench"
 
 
@@ -131,6 +137,11 @@ def parse_args(argv=None):
     parser.add_argument("--profile-appends", type=int, default=600, help="appends per round, plain and profiled each")
     parser.add_argument("--profile-out", type=Path, default=DEFAULT_PROFILE_OUT,
                         help="JSON file the profile is added to")
+    parser.add_argument("--append-costs", action="store_true",
+                        help="PostgreSQL: server and client time per round trip of an append, and the tables appends "
+                             "update (benchmarks/ledger_bench_costs.py)")
+    parser.add_argument("--costs-appends", type=int, default=3000, help="appends timed")
+    parser.add_argument("--costs-out", type=Path, default=DEFAULT_COSTS_OUT, help="JSON file the run is added to")
     parser.add_argument("--append-versus", metavar="GIT_REF",
                         help="single appends of GIT_REF's ledger code and --snapshot's (default HEAD) in turns, with raw "
                              "commits, each version in its own process and database (benchmarks/ledger_bench_versus.py)")
@@ -144,8 +155,8 @@ def parse_args(argv=None):
         parser.error("--append-ratio compares with PostgreSQL's commit rate: use --db postgres")
     if (args.append_versus or args.versus_worker) and args.db != "postgres":
         parser.error("--append-versus compares with PostgreSQL's commit rate: use --db postgres")
-    if args.append_profile and args.db != "postgres":
-        parser.error("--append-profile reads the PostgreSQL backend's CPU: use --db postgres")
+    if (args.append_profile or args.append_costs) and args.db != "postgres":
+        parser.error("--append-profile and --append-costs read the PostgreSQL backend's CPU: use --db postgres")
     return args
 
 
@@ -163,6 +174,8 @@ def run_in_snapshot(args, command: str, argv: list[str]) -> int:
     child_argv = list(argv) + ["--out", str(args.out.resolve()), "--ratio-out", str(args.ratio_out.resolve()),
                                "--profile-out", str(args.profile_out.resolve()),
                                "--versus-out", str(args.versus_out.resolve())]
+    if args.append_costs:  # only then: a snapshot from before --append-costs does not know the option
+        child_argv += ["--costs-out", str(args.costs_out.resolve())]
     if args.sqlite_path:
         child_argv += ["--sqlite-path", str(Path(args.sqlite_path).resolve())]
     log(f"running against a snapshot of {args.snapshot} = {commit[:12]} in {snap}")
@@ -225,6 +238,8 @@ def main(argv=None) -> int:
             return append_ratio(args, workload, run_id, run_facts)
         if args.append_profile:
             return append_profile(args, workload, run_id, run_facts)
+        if args.append_costs:
+            return append_costs(args, workload, run_id, run_facts)
         if args.versus_worker:
             from ledger_bench_versus import serve
 
@@ -310,6 +325,18 @@ def append_profile(args, workload: Workload, run_id: str, run_facts: dict) -> in
         write(args.profile_out, run_id, {**run_facts, "ledger_events_before": args.ratio_at, **result})
         log(f"run added to {args.profile_out}")
     log(json.dumps({"plain": result["plain"], "components": result["profiled"]["components"]}, indent=1))
+    return 0
+
+
+def append_costs(args, workload: Workload, run_id: str, run_facts: dict) -> int:
+    from ledger_bench_costs import append_costs as measure, write
+
+    fill(workload, args.ratio_at, args.batch_size, time.monotonic() + args.max_fill_minutes * 60)
+    result = measure(workload, appends=args.costs_appends)
+    if not args.no_write:
+        write(args.costs_out, run_id, {**run_facts, "ledger_events_before": args.ratio_at, **result})
+        log(f"run added to {args.costs_out}")
+    log(json.dumps(result, indent=1))
     return 0
 
 

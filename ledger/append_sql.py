@@ -264,8 +264,7 @@ class ModelSQL:
 
         # NULL for each column in another table's branch of `select_by_pks`, plain but in the first
         # branch on PostgreSQL, which gives a column of untyped NULLs in the first two branches
-        # the type text, that the table's own branch then cannot match. Short: psycopg parses a
-        # statement longer than 4 KiB anew on every execution.
+        # the type text, that the table's own branch then cannot match
         self.nulls = ", ".join(["NULL"] * len(self.fields))
         self.typed_nulls = (", ".join(f"NULL::{field.cast_db_type(connection)}" for field in self.fields)
                             if connection.vendor == "postgresql" else self.nulls)
@@ -311,11 +310,11 @@ class ModelSQL:
 def select_by_pks(tables: tuple[tuple[ModelSQL, int], ...]) -> str:
     """One SELECT of rows by primary key from several tables (each with its number of keys), so
     that one statement reads every projection row an append touches instead of one statement a
-    table: the statement count is what an append's client CPU follows
-    (docs/ledger_benchmarks.md). Each table's branch starts with its number in `tables`, then
-    fills its own columns and, typed, NULL for every other table's; the columns are the
-    tables' own, so rows read this way are converted exactly as a one-table read would be. Built
-    once per shape: a single append asks for the same few shapes over and over."""
+    table: each statement costs the server its own overhead (docs/ledger_benchmarks.md). Each
+    table's branch starts with its number in `tables`, then fills its own columns and NULL for
+    every other table's; the columns are the tables' own, so rows read this way are converted
+    exactly as a one-table read would be. Built once per shape: a single append asks for the
+    same few shapes over and over."""
     branches = []
     for number, (sql, count) in enumerate(tables):
         columns = ", ".join(each.columns if index == number else each.typed_nulls if number == 0 else each.nulls

@@ -1,0 +1,86 @@
+"""Where a single append's time goes, per round trip (benchmarks/ledger_bench.py --append-costs).
+
+Each driver call of an append (a round trip: the reads with BEGIN and the lock; the writes with
+COMMIT) timed on its own: wall, this process's CPU, and the server backend's CPU
+(/proc/PID/schedstat, the server being on this machine). Then the state of the tables every
+append updates (pages, live and dead row versions, the share of in-place updates): this server
+runs without autovacuum, so what the appends leave behind stays.
+"""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from ledger_bench_setup import Workload
+
+
+def _backend_cpu_s(pid: int) -> float:
+    return int(Path(f"/proc/{pid}/schedstat").read_text().split()[0]) / 1e9
+
+
+def append_costs(workload: Workload, *, appends: int) -> dict:
+    from django.db import connection
+    from ledger.services import append
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid(), current_setting('autovacuum')")
+        pid, autovacuum = cursor.fetchone()
+    return {"autovacuum": autovacuum, "appends": appends, **_round_trips(workload, appends, pid, append),
+            "tables_after": _tables()}
+
+
+def _round_trips(workload: Workload, appends: int, pid: int, append) -> dict:
+    from django.db import connection
+
+    totals: dict[str, list[float]] = {}
+
+    def timed(execute, sql, params, many, context):
+        wall, cpu, server = time.perf_counter(), time.process_time(), _backend_cpu_s(pid)
+        try:
+            return execute(sql, params, many, context)
+        finally:
+            kind = "reads (BEGIN, lock, reads)" if sql.startswith("BEGIN") else \
+                "writes (one statement, COMMIT)" if sql.endswith("COMMIT") else sql.split(None, 1)[0]
+            entry = totals.setdefault(kind, [0, 0.0, 0.0, 0.0])
+            entry[0] += 1
+            entry[1] += time.perf_counter() - wall
+            entry[2] += time.process_time() - cpu
+            entry[3] += _backend_cpu_s(pid) - server
+
+    events = list(workload.batch(appends))
+    wall, cpu, server = time.perf_counter(), time.process_time(), _backend_cpu_s(pid)
+    with connection.execute_wrapper(timed):
+        for new in events:
+            append(new)
+    whole = {"appends_per_s": round(appends / (time.perf_counter() - wall), 1),
+             "wall_ms": round((time.perf_counter() - wall) / appends * 1e3, 3),
+             "client_cpu_ms": round((time.process_time() - cpu) / appends * 1e3, 3),
+             "server_cpu_ms": round((_backend_cpu_s(pid) - server) / appends * 1e3, 3)}
+    per_call = {kind: {"calls": n, "wall_ms_per_append": round(w / appends * 1e3, 3),
+                       "client_cpu_ms_per_append": round(c / appends * 1e3, 3),
+                       "server_cpu_ms_per_append": round(s / appends * 1e3, 3)}
+                for kind, (n, w, c, s) in totals.items()}
+    return {"per_append": whole, "per_driver_call": per_call}
+
+
+def _tables() -> dict:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT relname, pg_relation_size(relid) / current_setting('block_size')::int, n_live_tup, "
+                       "n_dead_tup, n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables "
+                       "WHERE relname LIKE 'ledger%' AND n_tup_upd > 0 ORDER BY relname")
+        return {name: {"pages": pages, "live_rows": live, "dead_row_versions": dead,
+                       "in_place_update_share": round(hot / updates, 3)}
+                for name, pages, live, dead, updates, hot in cursor.fetchall()}
+
+
+def write(path: Path, run_id: str, run: dict) -> None:
+    data = json.loads(path.read_text()) if path.exists() else {}
+    data.setdefault("about", "Where a single append's time goes per driver call (server CPU from the backend's "
+                             "schedstat), and the tables appends update afterwards; written by "
+                             "benchmarks/ledger_bench.py --append-costs.")
+    data.setdefault("runs", {})[run_id] = run
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=2) + "\n")
