@@ -116,7 +116,7 @@ def markdown_table(data: dict) -> str:
         return f"{fmt.format(spread['median'])} ({fmt.format(spread['min'])}–{fmt.format(spread['max'])})"
 
     lines = ["| run | ledger code | load (1 min) at start | appends/s | raw commits/s | locked commits/s | "
-             "appends ÷ raw | statements per append | client CPU per append (ms) |",
+             "appends ÷ raw | driver calls per append | client CPU per append (ms) |",
              "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     for run_id, run in sorted(data.get("runs", {}).items()):
         machine = run["machine"]
