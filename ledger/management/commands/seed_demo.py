@@ -31,7 +31,7 @@ COMMITTED_EXPORTS = (
     "docs/benchmarks/protocol_ablation_h200.jsonl",
     "docs/benchmarks/protocol_ablation_h200_l2.jsonl",
     "docs/benchmarks/appgate_cpu.jsonl",
-    "docs/benchmarks/appgate_h200.jsonl",
+    "docs/benchmarks/appgate_h200_hardened.jsonl",
     "docs/benchmarks/forge_h200_levers.jsonl",
 )
 SHIPPED_EXPORTS = "fixtures/ledgers"
