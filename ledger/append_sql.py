@@ -32,8 +32,8 @@ class Session:
     Reads are queued (`read`) and sent together (`send`); writes are queued (`queue`) and sent
     together (`finish`). On PostgreSQL each batch is one simple query of `EXECUTE`s of
     statements prepared on this connection (`_executable`): one round trip and one call into
-    psycopg for the batch, values bound by Django's own cursor, and the server neither parses
-    nor plans a statement again. Outside any atomic block (`transaction`) BEGIN travels with the
+    psycopg for the batch, values bound by Django's own cursor, and the server parses only the
+    `EXECUTE` and plans nothing again. Outside any atomic block (`transaction`) BEGIN travels with the
     reads and COMMIT with the writes. On SQLite every statement runs alone, as Django's cursor
     binds them. Query capture, execute wrappers and error translation see every batch."""
 
