@@ -50,17 +50,20 @@ def speedup_distribution(speedups: Iterable[float | None], title: str = "Applica
     }
 
 
-def speedup_vs_baseline_quality(points: Sequence[dict[str, Any]]) -> Figure:
-    """points: {"label", "speedup", "quality"} with quality the bound's fraction of measured copy
-    bandwidth: a big speedup over a poor bound is worth less than a small one over a good bound."""
+def speedup_vs_baseline_quality(points: Sequence[dict[str, Any]], *, name: str = "cases",
+                                 quality: str = "public bound: fraction of measured copy bandwidth",
+                                 speedup: str = "speedup over the bound (×)") -> Figure:
+    """points: {"label", "speedup", "quality"}, quality a fraction of a roof (an operator case: the
+    bound's fraction of measured copy bandwidth; an application: its baseline's fraction of its
+    roofline): a big speedup over a poor baseline is worth less than a small one over a good one.
+    `quality` and `speedup` title the axes."""
     shown = [p for p in points if p.get("speedup") is not None and p.get("quality") is not None]
     return {
         "data": [{"type": "scatter", "mode": "markers", "x": [p["quality"] for p in shown],
-                  "y": [p["speedup"] for p in shown], "text": [p["label"] for p in shown], "name": "cases",
-                  "hovertemplate": "%{text}<br>bound at %{x:.1%} of copy BW<br>%{y:.2f}×<extra></extra>"}],
-        "layout": _layout("Speedup vs baseline quality", xaxis={"title": {"text": "public bound: fraction of measured copy bandwidth"},
-                                                               "tickformat": ".0%"},
-                          yaxis={"title": {"text": "speedup over the bound (×)"}}),
+                  "y": [p["speedup"] for p in shown], "text": [p["label"] for p in shown], "name": name,
+                  "hovertemplate": "%{text}<br>baseline quality %{x:.1%}<br>%{y:.2f}×<extra></extra>"}],
+        "layout": _layout("Speedup vs baseline quality", xaxis={"title": {"text": quality}, "tickformat": ".0%"},
+                          yaxis={"title": {"text": speedup}}),
     }
 
 

@@ -36,6 +36,7 @@ from ledger.verification import check_positions
 from measurement.models import OperatorResult
 from measurement.services import source_hash
 
+from . import app_sources
 from .recorded import day, stamp_times
 from .signoffs import records as signoff_records
 from .tables import operator_result_key
@@ -346,7 +347,12 @@ def application_chain(app: str) -> dict[str, Any]:
                      "position": registered[-1].position if registered else None},
         "milestones": [{**_stamp(e), "milestone": e.data["milestone"], "detail": e.data["detail"], "evidence": e.data["evidence"]}
                        for e in own if e.type == "AppMilestoneReached"],
-        "states": [{**_stamp(e), "state": e.data["state"], "reason": e.data["reason"]} for e in own if e.type == "AppStateChanged"],
+        "states": [{**_stamp(e), "state": e.data["state"], "code": e.data["code"] or "", "reason": e.data["reason"]}
+                   for e in own if e.type == "AppStateChanged"],
+        "state_code": row.state_code,
+        "origin": app_sources.provenance(registered[-1].data if registered else {}),
+        "hotspots": app_sources.hotspots(next((e.data for e in reversed(own) if e.type == "AppMilestoneReached"
+                                               and e.data["milestone"] == "M1"), None)),
         "verdict": {**_stamp(verdict), "verdict": data["verdict"], "reasons": data["reasons"], "detail": data["detail"],
                     "headline": data["headline"], "headline_ci": data["headline_ci"], "machine": data["machine"],
                     "checks": data["checks"], "noisy": data["noisy"]} if verdict else None,

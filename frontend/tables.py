@@ -19,6 +19,7 @@ from typing import Any, Iterable, get_args
 
 import numpy as np
 from django.conf import settings
+from django.db.models import Count
 from django.urls import reverse
 
 from appgate.events import AppState
@@ -27,6 +28,7 @@ from appgate.verdicts import ceiling_problem, parity
 from ledger.review import signoff_states
 from measurement.models import CaseRow, OperatorResult
 
+from . import app_sources
 from .roofline import case_roofline, measured_runs
 
 # Every public baseline family gets a column of the kernel's speedup over it (issue 15): the
@@ -53,10 +55,12 @@ OPERATOR_COLUMNS = [
     "verdict_position", "history", "signoffs", "publishable", "provenance_url", "api_provenance_url",
 ]
 APPLICATION_COLUMNS = [
-    "result", "app", "domain", "architecture", "state", "milestone", "status", "revised", "version",
-    "headline", "ci_low", "ci_high", "datasets", "real", "amdahl_ceiling", "hotspot_fraction",
-    "checks", "noisy", "parity", "above_ceiling", "signoffs", "publishable", "provenance_url", "api_provenance_url",
+    "result", "app", "suite", "domain", "architecture", "state", "reason_code", "reason", "milestone", "status",
+    "revised", "version", "headline", "ci_low", "ci_high", "datasets", "real", "amdahl_ceiling", "hotspot_fraction",
+    "hotspot_kernel", "hotspot_share", "baseline_quality", "checks", "noisy", "parity", "above_ceiling",
+    "upstream_repo", "upstream_version", "source_path", "signoffs", "publishable", "provenance_url", "api_provenance_url",
 ]
+NO_REASON_CODE = "none"  # the reason filter's value for a row whose state carries no code (REGISTERED, v1 events)
 BACKENDS = ("cpu", "cuda")  # a case's backend, an application's architecture
 OPERATOR_STATUSES = ("admitted", "downgraded", "retracted", "none")
 APPLICATION_STATUSES = ("admitted", "downgraded", "retracted", "rejected", "self-checked", "inconclusive", "none")
@@ -176,43 +180,71 @@ def baseline_speedups(baselines: dict[str, dict] | None) -> dict[str, float | No
     return columns
 
 
-def application_rows(*, state: str | None = None, architecture: str | None = None, search: str | None = None,
-                     sort: str | None = None) -> list[dict]:
+def application_rows(*, state: str | None = None, reason: str | None = None, suite: str | None = None,
+                     architecture: str | None = None, search: str | None = None, sort: str | None = None) -> list[dict]:
+    """Every registered application with its state, reason code and text, gate result and where
+    its program comes from (frontend.app_sources). The filters are strict (known_value): a state of
+    APP_STATES, a reason code or suite that some row carries (`none`: no code), an architecture."""
     if sort is None:
         sort = "app"
-    queryset = AppRow.objects.values(
-        "name", "architecture", "domain", "state", "milestones", "result", "status", "headline", "headline_ci",
-        "datasets", "real", "amdahl_ceiling", "hotspot_fraction", "noisy", "checks", "revisions")
+    fields = ("name", "architecture", "domain", "state", "state_code", "state_reason", "milestones", "result", "status",
+              "headline", "headline_ci", "datasets", "real", "amdahl_ceiling", "hotspot_fraction", "noisy", "checks",
+              "revisions", "registered_position")
+    projected = list(AppRow.objects.values(*fields))
     state, architecture = known_value("state", state, APP_STATES), known_value("architecture", architecture, BACKENDS)
-    if state:
-        queryset = queryset.filter(state=state)
-    if architecture:
-        queryset = queryset.filter(architecture=architecture)
+    reason = known_value("reason", reason, sorted({row["state_code"] or NO_REASON_CODE for row in projected}))
+    sources = app_sources.for_rows(projected)
+    suite = known_value("suite", suite, sorted({sources[row["name"]]["provenance"]["suite"] for row in projected} - {""}))
     signoffs = signoff_states(prefix="app/")
-    rows = [_application_row(row, signoffs) for row in queryset]
-    rows = _search(rows, search, ("app", "domain"))
+    rows = [_application_row(row, sources[row["name"]], signoffs) for row in projected
+            if (state is None or row["state"] == state) and (architecture is None or row["architecture"] == architecture)
+            and (reason is None or (row["state_code"] or NO_REASON_CODE) == reason)
+            and (suite is None or sources[row["name"]]["provenance"]["suite"] == suite)]
+    rows = _search(rows, search, ("app", "domain", "reason"))
     return _sort(rows, sort, APPLICATION_COLUMNS, tiebreak=("app",))
 
 
-def _application_row(row: dict, signoffs: dict) -> dict:
+def _application_row(row: dict, source: dict, signoffs: dict) -> dict:
     result = row["result"] or f"app/{row['architecture']}/{row['name']}"
     ci = row["headline_ci"] or [None, None]
     signoff = signoffs.get(result, {"version": 1, "reviewers": [], "publishable": False})
     status = row["status"] or "none"
+    origin, hot = source["provenance"], source["hotspots"]
     return {
-        "result": result, "app": row["name"], "domain": row["domain"], "architecture": row["architecture"],
-        "state": row["state"], "milestone": row["milestones"][-1]["milestone"] if row["milestones"] else "",
+        "result": result, "app": row["name"], "suite": origin["suite"], "domain": row["domain"],
+        "architecture": row["architecture"], "state": row["state"], "reason_code": row["state_code"],
+        "reason": row["state_reason"], "milestone": row["milestones"][-1]["milestone"] if row["milestones"] else "",
         "status": status, "revised": bool(row["revisions"]), "version": signoff["version"],
         "headline": row["headline"], "ci_low": ci[0], "ci_high": ci[1], "datasets": len(row["datasets"]),
         "real": row["real"], "amdahl_ceiling": row["amdahl_ceiling"], "hotspot_fraction": row["hotspot_fraction"],
+        # M1's profile: the top kernel and its share of all kernels' GPU time (triage's scope decision)
+        "hotspot_kernel": hot["kernel"], "hotspot_share": hot["share"],
+        # the baseline's fraction of its roofline: no event records it for an application yet
+        # (docs/appgate.md, "The application table"); shown as "not measured", never estimated
+        "baseline_quality": None,
         # issue 17: the correctness checks the verdict rests on ("" before they were recorded), the
         # datasets still noisy after every attempt, a CI reaching 1.0, a headline above its ceiling
         "checks": " + ".join(row["checks"] or []), "noisy": ", ".join(row["noisy"]), "parity": parity(status, ci),
         "above_ceiling": bool(ceiling_problem(row["headline"], row["amdahl_ceiling"])),
+        "upstream_repo": origin["upstream_repo"], "upstream_version": origin["upstream_version"],
+        "source_path": origin["source_path"],
         **_review_cells(status, signoff),
         "provenance_url": reverse("app_detail", args=[row["name"]]),
         "api_provenance_url": reverse("api-provenance", args=["app", row["name"]]),
     }
+
+
+def application_counts() -> dict[str, Any]:
+    """How many registered applications are in each state (every state, 0 included) and, per
+    state, in each reason code, over the whole table: one grouped query."""
+    by_state = dict.fromkeys(APP_STATES, 0)
+    reasons: dict[str, dict[str, int]] = {}
+    for row in AppRow.objects.values("state", "state_code").annotate(n=Count("name")).order_by("state", "state_code"):
+        by_state[row["state"]] = by_state.get(row["state"], 0) + row["n"]
+        reasons.setdefault(row["state"], {})[row["state_code"] or NO_REASON_CODE] = row["n"]
+    return {"total": sum(by_state.values()), "states": by_state,
+            "reasons": {state: dict(sorted(codes.items(), key=lambda item: (-item[1], item[0])))
+                        for state, codes in reasons.items()}}
 
 
 def _search(rows: list[dict], search: str | None, fields: tuple[str, ...]) -> list[dict]:

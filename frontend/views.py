@@ -21,7 +21,7 @@ from ledger.models import Event, EventTypeCount
 from ledger.review import ReviewError
 from measurement.roofline import TARGETS
 
-from . import batches, plots, provenance, publication, reruns, selectors, tables
+from . import app_figures, batches, plots, provenance, publication, reruns, selectors, tables
 
 PLOTLY_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
 
@@ -53,15 +53,16 @@ def dashboard(request: HttpRequest) -> HttpResponse:
 
 
 OPERATOR_FILTERS = ("backend", "matrix", "status", "search")
-APPLICATION_FILTERS = ("state", "architecture", "search")
+APPLICATION_FILTERS = ("state", "reason", "suite", "architecture", "search")
 OPERATOR_HEADERS = (("case", "case"), ("backend", "backend · device"), ("status", "status"),
                     ("speedup", "speedup (95% CI)"), ("bound_label", "over the public bound"),
                     ("fraction_of_copy", "% copy BW"), ("roofline_ceiling", "roofline ceiling"),
                     ("flop_per_byte", "flop/byte · class"), ("kernel_hash", "kernel"), ("signoffs", "sign-offs (of 2)"))
-APPLICATION_HEADERS = (("app", "application"), ("domain", "domain"), ("architecture", "arch"), ("state", "state"),
-                       ("milestone", "milestone"), ("status", "status"), ("headline", "headline (95% CI)"),
+APPLICATION_HEADERS = (("app", "application · arch"), ("suite", "suite · domain"), ("state", "state"),
+                       ("reason_code", "reason"), ("status", "gate status"), ("headline", "headline (95% CI)"),
                        ("datasets", "datasets"), ("real", "REAL"), ("amdahl_ceiling", "Amdahl ceiling"),
-                       ("signoffs", "sign-offs (of 2)"))
+                       ("hotspot_share", "hotspot (M1 profile)"), ("baseline_quality", "baseline quality"),
+                       ("upstream_repo", "upstream · commit · path"), ("signoffs", "sign-offs (of 2)"))
 
 
 def _table_page(request: HttpRequest, builder: Callable[..., list[dict]], filter_names: tuple[str, ...],
@@ -162,8 +163,7 @@ def campaign_detail(request: HttpRequest, campaign: str) -> HttpResponse:
 def application_table(request: HttpRequest) -> HttpResponse:
     context = _table_page(request, tables.application_rows, APPLICATION_FILTERS, APPLICATION_HEADERS, "app",
                           "api-applications")
-    standing = [row["headline"] for row in context["rows"] if row["status"] in tables.STANDING and row["real"]]
-    context.update(states=tables.APP_STATES, distribution=plots.speedup_distribution(standing))
+    context.update(states=tables.APP_STATES, counts=tables.application_counts(), **app_figures.figures(context["rows"]))
     return render(request, "frontend/applications.html", context, status=400 if context["error"] else 200)
 
 

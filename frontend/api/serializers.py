@@ -49,9 +49,12 @@ class OperatorRowSerializer(serializers.Serializer):
 class ApplicationRowSerializer(serializers.Serializer):
     result = serializers.CharField(help_text="app/<architecture>/<name>")
     app = serializers.CharField()
+    suite = serializers.CharField(help_text="the named checkout root of a suite's program (hecbench), 'bundled', or ''")
     domain = serializers.CharField()
     architecture = serializers.CharField()
     state = serializers.CharField()
+    reason_code = serializers.CharField(help_text="the state's machine-readable reason (too_short, in_scope, ...); '' when none")
+    reason = serializers.CharField(help_text="the state's reason as recorded")
     milestone = serializers.CharField(help_text="the last milestone reached")
     status = serializers.ChoiceField(choices=["admitted", "downgraded", "retracted", "rejected", "self-checked", "inconclusive",
                                               "none"])
@@ -63,12 +66,19 @@ class ApplicationRowSerializer(serializers.Serializer):
     datasets = serializers.IntegerField()
     real = serializers.BooleanField(help_text="measured on the application's own architecture")
     amdahl_ceiling = serializers.FloatField(allow_null=True)
-    hotspot_fraction = serializers.FloatField(allow_null=True)
+    hotspot_fraction = serializers.FloatField(allow_null=True, help_text="the gate's: the baseline's hotspot share by its clocks")
+    hotspot_kernel = serializers.CharField(help_text="the top kernel of the triage's profile (M1); '' without one")
+    hotspot_share = serializers.FloatField(allow_null=True, help_text="its share of all kernels' GPU time")
+    baseline_quality = serializers.FloatField(allow_null=True, help_text="the baseline's fraction of its roofline; "
+                                                                         "null: not measured")
     checks = serializers.CharField(help_text='correctness checks of the verdict: "own_check + compare", "own_check" '
                                              '(self-checked), "compare"; "" when not recorded')
     noisy = serializers.CharField(help_text="datasets still noisy after every attempt (the verdict is inconclusive)")
     parity = serializers.BooleanField(help_text="a standing result whose 95% CI reaches 1.0: not shown to be faster")
     above_ceiling = serializers.BooleanField(help_text="the headline is above its Amdahl ceiling: a measurement problem")
+    upstream_repo = serializers.CharField(help_text="the repository of the declared upstream; '' for a bundled app")
+    upstream_version = serializers.CharField(help_text="the declared upstream commit (a suite's program) or version")
+    source_path = serializers.CharField(help_text="the source folder, relative to the suite's root for a suite's program")
     signoffs = serializers.IntegerField(help_text="different reviewers who signed off the current version")
     publishable = serializers.BooleanField()
     provenance_url = serializers.CharField()
@@ -107,6 +117,9 @@ class ProvenanceSerializer(serializers.Serializer):
     datasets = serializers.JSONField(required=False, help_text="application: per dataset, both variants' samples")
     builds = serializers.JSONField(required=False)
     milestones = serializers.JSONField(required=False)
+    origin = serializers.JSONField(required=False, help_text="application: its manifest's suite, upstream, commit or version, "
+                                                             "source path and every baseline file's sha256")
+    hotspots = serializers.JSONField(required=False, help_text="application: the top kernels of its M1 profile with their shares")
     history = serializers.JSONField()
     events = EventStampSerializer(many=True)
     chain_verifies = serializers.BooleanField()

@@ -18,7 +18,7 @@ from rest_framework.views import APIView
 
 from frontend import publication, reruns, signoffs
 from frontend.provenance import UnknownResult, application_chain, operator_chain
-from frontend.tables import (APPLICATION_COLUMNS, OPERATOR_COLUMNS, TableQueryError, application_rows, operator_rows,
+from frontend.tables import (APP_STATES, APPLICATION_COLUMNS, OPERATOR_COLUMNS, TableQueryError, application_rows, operator_rows,
                              result_exists)
 from ledger.api.permissions import ReadableLedger
 from ledger.models import SignOff
@@ -134,18 +134,22 @@ class OperatorCases(TableView):
 
 
 class Applications(TableView):
-    """Every registered application: state, milestone, headline, REAL flag, Amdahl ceiling."""
+    """Every registered application: suite and upstream, state with its reason code and reason,
+    milestone, headline, REAL flag, Amdahl ceiling, the triage's hotspot, baseline quality."""
 
     csv_name = "applications"
     csv_columns = APPLICATION_COLUMNS
-    query_params = ("state", "architecture", "search", "sort")
+    query_params = ("state", "reason", "suite", "architecture", "search", "sort")
 
     def rows(self, **query) -> list[dict]:
         return application_rows(**query)
 
     @extend_schema(
-        parameters=[OpenApiParameter("state", str), OpenApiParameter("architecture", str, enum=["cpu", "cuda"]),
-                    SEARCH, SORT, FORMAT],
+        parameters=[OpenApiParameter("state", str, enum=list(APP_STATES)),
+                    OpenApiParameter("reason", str, description="a reason code some row carries ('none': no code); "
+                                                                "an unknown one is a 400 listing them"),
+                    OpenApiParameter("suite", str, description="a suite some row carries (a checkout root, or 'bundled')"),
+                    OpenApiParameter("architecture", str, enum=["cpu", "cuda"]), SEARCH, SORT, FORMAT],
         responses={200: s.ApplicationRowSerializer(many=True), **errors(400, 403)})
     def get(self, request):
         return super().get(request)
