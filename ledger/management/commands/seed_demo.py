@@ -1,6 +1,7 @@
 """Bring the embedded default to a browsable state in one command: an initialised ledger with the
 case matrices defined, the committed ledgers of real runs imported (a CPU forge campaign, the
-protocol ablations on the H200, the bundled apps' gate on the CPU and the H200, the H200 campaign and any
+protocol ablations on the H200, the bundled apps' gate on the CPU and the H200, the H200 triage of HeCBench's
+programs, the H200 campaign and any
 export shipped in fixtures/ledgers/), checkpointed
 and verified. Demo accounts exist only when FORGESTENCIL_DEMO_PASSWORD asks for them."""
 from __future__ import annotations
