@@ -378,7 +378,9 @@ def matrix_candidates(case: Case) -> list[tuple[str, dict, str, str]]:
     17 cases) are not offered: 16- or 32-row blocks and two vectors per thread were slower than
     rows16 or within 1%; 2-4x longer or shorter chunks gained at most 3.6% and lost up to 30%. Temporal types
     (T > 1) get `octa`, the composed octahedron through the plane queue (render_temporal), then in f32
-    `pipe`, the T steps pipelined on chip (forge/handwritten_temporal.py)."""
+    `pipe`, the T steps pipelined on chip (forge/handwritten_temporal.py). star_1 and varcoef_star_1
+    in f16 get `pipe` with T = 1 last: the z march with shared in-plane neighbours and no register
+    queue, after rows16/rows8/short4 all lost to the fair f16 kernel (the issue-15 re-gate)."""
     if case.stencil.time_steps != 1:
         source, launch, hypothesis = render_temporal(case)
         made = [(f"octa: hand-written composed octahedron, pair sums, {launch['tile'][0] // 32} x-points per thread",
@@ -399,4 +401,6 @@ def matrix_candidates(case: Case) -> list[tuple[str, dict, str, str]]:
                   "kernel takes half the registers and the SM packs more warps; gains if too few warps are resident "
                   "to keep enough loads in flight (docs/benchmarks/handwritten_sweep_h200.json).")
     made.append(("short4: hand-written plane queue, 4-row blocks", launch, hypothesis, source))
+    if case.precision == "f16" and case.stencil.family == "star" and case.stencil.radius == 1 and case.stencil.dims == 3:
+        made.append(handwritten_temporal.candidate(case))  # no register queue: the fair f16 kernel beat all three
     return made

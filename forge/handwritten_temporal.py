@@ -35,8 +35,14 @@ from __future__ import annotations
 import math
 
 from measurement.harness.cases import Case
+from measurement.harness.codegen import cuda_type
 
 V = 4  # x points a thread owns: one float4 of the row
+
+
+def x_halo(t: int) -> int:
+    """The halo in x rounded up to whole vectors, so every tile starts on a vector boundary."""
+    return -(-t // V) * V
 
 
 def shared_bytes(t: int, width: int, height: int) -> int:
@@ -46,28 +52,43 @@ def shared_bytes(t: int, width: int, height: int) -> int:
 
 def check_parameters(case: Case, width: int, height: int, chunk: int) -> None:
     stencil = case.stencil
-    if stencil.time_steps < 2 or stencil.dims != 3 or case.precision != "f32":
-        raise ValueError(f"{case.id}: pipe is for diamond_tsT (T > 1) in f32")
+    if stencil.dims != 3 or stencil.family != "star" or stencil.radius != 1 or case.precision not in VECTOR_HELPERS:
+        raise ValueError(f"{case.id}: pipe is for star_1, varcoef_star_1 and diamond_tsT in f32 or f16")
     t = stencil.time_steps
     if width % V or width // V * height > 1024:
         raise ValueError(f"tile {width}x{height}: the width must be a multiple of {V}, at most 1024 threads a block")
-    if width <= 2 * t or height <= 2 * t or chunk < 1:
+    if width <= 2 * x_halo(t) or height <= 2 * t or chunk < 1:
         raise ValueError(f"tile {width}x{height} with chunk {chunk}: no output points for T = {t}")
     if shared_bytes(t, width, height) > 227 * 1024:
         raise ValueError(f"tile {width}x{height}: {shared_bytes(t, width, height)} bytes of shared memory for T = {t}")
 
 
 def render_pipe(case: Case, width: int = 64, height: int = 32, chunk: int = 128) -> tuple[str, dict, str]:
-    """(source, launch, hypothesis) of the pipeline for a diamond_tsT f32 case."""
+    """(source, launch, hypothesis) of the pipeline for a star_1-family case (T = 1 for star_1 and
+    varcoef_star_1: the z march with shared in-plane neighbours, one global read a point)."""
     check_parameters(case, width, height, chunk)
     t = case.stencil.time_steps
     tx = width // V
     threads = tx * height
-    out_x, out_y = width - 2 * t, height - 2 * t
+    out_x, out_y = width - 2 * x_halo(t), height - 2 * t
     redundancy = sum((width - 2 * s) * (height - 2 * s) for s in range(1, t + 1)) / (t * out_x * out_y)
-    source = _SOURCE.format(T=t, TX=tx, H=height, L=chunk, THREADS=threads, case=case.id, W=width,
-                            OX=out_x, OY=out_y)
+    varcoef = case.stencil.variable_coefficient
+    source = _SOURCE.format(
+        T=t, TX=tx, H=height, L=chunk, THREADS=threads, case=case.id, W=width, OX=out_x, OY=out_y,
+        INCLUDE="#include <cuda_fp16.h>\n" if case.precision == "f16" else "", ELEM=cuda_type(case.precision),
+        VECTOR=VECTOR_HELPERS[case.precision], ALIGN=V * case.dtype.itemsize - 1,
+        AMASK=" | (unsigned long long)a" if varcoef else "",
+        VARCOEF_VEC=("                float w[V];\n                load4(a + o, w);\n"
+                     "#pragma unroll\n                for (int i = 0; i < V; ++i) nw[i] *= w[i];\n") if varcoef else "",
+        VARCOEF_SCALAR=" * (float)a[o + i]" if varcoef else "")
     launch = {"block": [tx, height, 1], "tile": [out_x, out_y, chunk], "shared_bytes": shared_bytes(t, width, height)}
+    if t == 1:
+        hypothesis = (f"{case.id}: the z march with the in-plane neighbours from a shared plane ({width}x{height} "
+                      f"tiles, {chunk} planes a block): every input point read from DRAM once plus a "
+                      f"{width * height / (out_x * out_y) - 1:.0%} halo, {V * case.dtype.itemsize}-byte {case.precision} loads, the y and x "
+                      "neighbours out of shared memory instead of L1/L2; expected over the fair straightforward "
+                      "kernel, which reads 7 neighbours through the caches.")
+        return source, launch, hypothesis
     hypothesis = (f"{case.id}: the {t} steps pipelined on chip along z ({width}x{height} tiles, {out_x}x{out_y} "
                   f"outputs, {chunk} planes a block): the grid read and written once instead of {t} times, "
                   f"{7 * t} flops a point at {redundancy:.2f}x redundant halo work, the in-plane neighbours through "
@@ -78,11 +99,12 @@ def render_pipe(case: Case, width: int = 64, height: int = 32, chunk: int = 128)
 
 def candidate(case: Case) -> tuple[str, dict, str, str]:
     """The `pipe` candidate campaigns submit (forge.handwritten.matrix_candidates), with the
-    tile and chunk the H200 sweep chose (docs/benchmarks/temporal_sweep_h200.json)."""
+    tile and chunk of `default_parameters`."""
     width, height, chunk = default_parameters(case)
     source, launch, hypothesis = render_pipe(case, width, height, chunk)
-    return (f"pipe: 3.5-D pipeline of the {case.stencil.time_steps} steps, {width}x{height} tiles, {chunk} planes a "
-            "block", launch, hypothesis, source)
+    t = case.stencil.time_steps
+    what = f"3.5-D pipeline of the {t} steps" if t > 1 else "z march, in-plane neighbours from a shared plane"
+    return f"pipe: {what}, {width}x{height} tiles, {chunk} planes a block", launch, hypothesis, source
 
 
 def default_parameters(case: Case) -> tuple[int, int, int]:
@@ -90,45 +112,80 @@ def default_parameters(case: Case) -> tuple[int, int, int]:
     chunk by `chunk_cost`. On the H200 sweep (docs/benchmarks/temporal_sweep_h200.json) this
     picks the fastest variant of diamond_ts4 at 512^3 (L128) and 256^3 (L32)."""
     t = case.stencil.time_steps
-    width, height = (64, 24) if t <= 4 else (64, 32)
+    width, height = (64, 24) if 1 < t <= 4 else (128, 24) if t == 1 else (64, 32)  # T = 1: a 4-point x halo, so wider
     chunks = [c for c in (16, 32, 64, 128, 256, 512) if c < case.shape[0]] or [16]
-    return width, height, min(chunks, key=lambda c: (chunk_cost(case, width, height, c), -c))
+    full = [c for c in chunks if waves(case, width, height, c) >= 2] or chunks[:1]  # a lone partial wave idles SMs
+    return width, height, min(full, key=lambda c: (chunk_cost(case, width, height, c), -c))
 
 
-def chunk_cost(case: Case, width: int, height: int, chunk: int, sms: int = 132) -> float:
+def chunk_cost(case: Case, width: int, height: int, chunk: int) -> float:
     """Relative time of a chunk length: the z halo's refill, (L + 2T) / L, times the last wave's
-    idle share, ceil(waves) / waves, with the blocks an SM holds from its registers (about
-    12T + 26 a thread), shared memory (228 KiB) and threads (2048)."""
+    idle share, ceil(waves) / waves."""
+    t = case.stencil.time_steps
+    w = waves(case, width, height, chunk)
+    return (chunk + 2 * t) / chunk * math.ceil(w) / w
+
+
+def waves(case: Case, width: int, height: int, chunk: int, sms: int = 132) -> float:
+    """Blocks over the slots of the H200's SMs, an SM holding as many blocks as its registers
+    (about 12T + 26 a thread), shared memory (228 KiB) and threads (2048) allow."""
     t = case.stencil.time_steps
     nz, ny, nx = case.shape
     threads = width // V * height
     per_sm = min(65536 // (threads * (12 * t + 26)), 228 * 1024 // (shared_bytes(t, width, height) + 1024),
                  2048 // threads)
-    blocks = math.ceil(nx / (width - 2 * t)) * math.ceil(ny / (height - 2 * t)) * math.ceil((nz - 2 * t) / chunk)
-    waves = blocks / (max(per_sm, 1) * sms)
-    return (chunk + 2 * t) / chunk * math.ceil(waves) / waves
+    blocks = math.ceil(nx / (width - 2 * x_halo(t))) * math.ceil(ny / (height - 2 * t)) * math.ceil((nz - 2 * t) / chunk)
+    return blocks / (max(per_sm, 1) * sms)
 
 
-_SOURCE = """/* Hand-written H200 candidate for {case} (forge/handwritten_temporal.py): the {T} steps of star_1
+VECTOR_HELPERS = {
+    "f32": """__device__ __forceinline__ void load4(const float* p, float* v)
+{
+    const float4 f = __ldg(reinterpret_cast<const float4*>(p));
+    v[0] = f.x; v[1] = f.y; v[2] = f.z; v[3] = f.w;
+}
+__device__ __forceinline__ void store4(float* p, const float* v)
+{
+    *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]);
+}
+""",
+    "f16": """__device__ __forceinline__ void load4(const __half* p, float* v)
+{
+    const uint2 w = __ldg(reinterpret_cast<const uint2*>(p));
+    const __half2* h = reinterpret_cast<const __half2*>(&w);
+    v[0] = __low2float(h[0]); v[1] = __high2float(h[0]); v[2] = __low2float(h[1]); v[3] = __high2float(h[1]);
+}
+__device__ __forceinline__ void store4(__half* p, const float* v)
+{
+    uint2 w;
+    __half2* h = reinterpret_cast<__half2*>(&w);
+    h[0] = __floats2half2_rn(v[0], v[1]); h[1] = __floats2half2_rn(v[2], v[3]);
+    *reinterpret_cast<uint2*>(p) = w;
+}
+""",
+}
+
+_SOURCE = """/* Hand-written H200 candidate for {case} (forge/handwritten_temporal.py): the {T} step(s) of star_1
  * pipelined along z on a {W}x{H} tile ({OX}x{OY} outputs), {L} output planes a block; step s keeps
  * its last two planes in registers and its current plane in a double-buffered shared plane. */
-typedef float elem_t;
-
+{INCLUDE}typedef {ELEM} elem_t;
+{VECTOR}
 extern "C" __global__ void __launch_bounds__({THREADS})
-stencil(const float* __restrict__ u, const float* __restrict__ a, float* __restrict__ y,
+stencil(const elem_t* __restrict__ u, const elem_t* __restrict__ a, elem_t* __restrict__ y,
         const double* __restrict__ coef, int nz, int ny, int nx)
 {{
     constexpr int T = {T}, V = 4, TX = {TX}, H = {H}, W = TX * V, L = {L};
-    constexpr int OX = W - 2 * T, OY = H - 2 * T, PLANE = H * TX;
+    constexpr int HX = (T + V - 1) / V * V;  /* the x halo, whole vectors: every load stays aligned */
+    constexpr int OX = W - 2 * HX, OY = H - 2 * T, PLANE = H * TX;
     extern __shared__ float4 planes[];  /* [step 0..T-1][parity][H][TX] */
     const float c0 = (float)coef[0], c1 = (float)coef[1];
     const int tx = threadIdx.x, ty = threadIdx.y;
-    const int xin = blockIdx.x * OX, yin = blockIdx.y * OY;
+    const int xin = blockIdx.x * OX - HX, yin = blockIdx.y * OY;  /* outputs x in [bx OX, bx OX + OX) */
     const int zb = T + blockIdx.z * L, ze = min(zb + L, nz - T);
-    if (xin + T >= nx - T || yin + T >= ny - T || zb >= ze) return;  /* the whole block: before any barrier */
+    if (xin + HX >= nx - T || yin + T >= ny - T || zb >= ze) return;  /* the whole block: before any barrier */
     const int gx = xin + tx * V, gy = yin + ty;
     const long sk = (long)nx * ny;
-    const bool vec = (OX % V == 0) && (nx % V == 0) && ((((unsigned long long)u | (unsigned long long)y) & 15) == 0);
+    const bool vec = (OX % V == 0) && (nx % V == 0) && ((((unsigned long long)u | (unsigned long long)y{AMASK}) & {ALIGN}) == 0);
     const bool row_in = gy < ny;
     const bool store_row = ty >= T && ty < H - T && gy >= T && gy < ny - T;
 
@@ -140,12 +197,11 @@ stencil(const float* __restrict__ u, const float* __restrict__ a, float* __restr
 
     auto load = [&](int k, float* v) {{
         const long p = (long)k * sk + (long)gy * nx + gx;
-        if (row_in && vec && gx < nx) {{
-            const float4 f = __ldg(reinterpret_cast<const float4*>(u + p));
-            v[0] = f.x; v[1] = f.y; v[2] = f.z; v[3] = f.w;
+        if (row_in && vec && gx >= 0 && gx < nx) {{
+            load4(u + p, v);
         }} else {{
 #pragma unroll
-            for (int i = 0; i < V; ++i) v[i] = (row_in && gx + i < nx) ? __ldg(u + p + i) : 0.f;
+            for (int i = 0; i < V; ++i) v[i] = (row_in && gx + i >= 0 && gx + i < nx) ? (float)u[p + i] : 0.f;
         }}
     }};
     load(zb - T, next);
@@ -183,14 +239,14 @@ stencil(const float* __restrict__ u, const float* __restrict__ a, float* __restr
         const int kz = k - T;  /* nw holds step T's plane kz */
         if (kz >= zb && store_row) {{
             const long o = (long)kz * sk + (long)gy * nx + gx;
-            const bool all = vec && tx * V >= T && tx * V + V <= W - T && gx >= T && gx + V <= nx - T;
+            const bool all = vec && tx * V >= HX && tx * V + V <= W - HX && gx >= T && gx + V <= nx - T;
             if (all) {{
-                *reinterpret_cast<float4*>(y + o) = make_float4(nw[0], nw[1], nw[2], nw[3]);
+{VARCOEF_VEC}                store4(y + o, nw);
             }} else {{
 #pragma unroll
                 for (int i = 0; i < V; ++i) {{
                     const int lx = tx * V + i, x = gx + i;
-                    if (lx >= T && lx < W - T && x >= T && x < nx - T) y[o + i] = nw[i];
+                    if (lx >= HX && lx < W - HX && x >= T && x < nx - T) y[o + i] = (elem_t)(nw[i]{VARCOEF_SCALAR});
                 }}
             }}
         }}

@@ -24,6 +24,9 @@ pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ t
     ("diamond_ts4/21x30x44/f32", 16, 12, 5),   # 2 x 6 x 3 blocks, the last of each partial
     ("diamond_ts8/26x37x40/f32", 24, 20, 4),   # T = 8: 5 x 9 x 3 blocks
     ("diamond_ts3/13x14x33/f32", 12, 10, 4),   # odd T and nx: the output tile is no multiple of 4, scalar loads
+    ("star_1/21x30x44/f16", 16, 12, 5),        # T = 1 in f16: 8-byte loads of four halves, stores packed back
+    ("varcoef_star_1/19x27x40/f16", 16, 8, 6),  # times the variable coefficient at the store
+    ("varcoef_star_1/11x13x36/f32", 12, 6, 3),
 ])
 def test_the_pipeline_is_correct_on_both_paths(case_id, width, height, chunk):
     case = parse_case(case_id)
@@ -49,13 +52,17 @@ def test_parameters_that_leave_no_output_or_overflow_shared_memory_are_refused()
     for width, height in ((16, 32), (64, 16), (128, 64)):
         with pytest.raises(ValueError):
             check_parameters(case, width, height, 64)
-    with pytest.raises(ValueError):
-        check_parameters(parse_case("star_1/64x64x64/f32"), 64, 32, 64)
+    for other in ("star_2/64x64x64/f32", "box_1/64x64x64/f16", "star_1/64x64x64/f64", "star2d_1/64x64/f32"):
+        with pytest.raises(ValueError):
+            check_parameters(parse_case(other), 64, 32, 64)
 
 
-def test_campaigns_offer_the_pipeline_after_the_octahedron_for_t_of_4_and_more():
+def test_campaigns_offer_the_pipeline_after_the_octahedron_and_last_for_f16_star_1():
     offered = [c[0].split(":")[0] for c in matrix_candidates(parse_case("diamond_ts8/512x512x512/f32"))]
     assert offered == ["octa", "pipe"]
     assert [c[0].split(":")[0] for c in matrix_candidates(parse_case("diamond_ts4/256x256x256/f32"))] == ["octa", "pipe"]
     assert default_parameters(parse_case("diamond_ts8/512x512x512/f32")) == (64, 32, 128)
+    offered = [c[0].split(":")[0] for c in matrix_candidates(parse_case("star_1/512x512x512/f16"))]
+    assert offered == ["rows16", "rows8", "short4", "pipe"]
+    assert "pipe" not in [c[0].split(":")[0] for c in matrix_candidates(parse_case("star_1/512x512x512/f32"))]
     assert default_parameters(parse_case("diamond_ts4/256x256x256/f32")) == (64, 24, 32)
