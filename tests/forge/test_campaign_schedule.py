@@ -29,14 +29,15 @@ def subject(case: str, number: int, first: int = 2) -> str:
 def test_untried_hand_written_candidates_come_first_then_the_levers(campaign_ledger):
     # star_1/512^3 f32: rows16 gated on the H200; rows8 and short4 were not
     assert subject("star_1/512x512x512/f32", 1, first=1) == ("external", "rows8")
-    # star_1/512^3 f16: rows16, rows8 and short4 all gated: the levers go on
+    # star_1/512^3 f16: rows16, rows8, short4 and pipe (T = 1, session 16) all gated: the levers go on
     assert subject("star_1/512x512x512/f16", 1, first=1) == "levers"
     # star_4/512^3 f32: no rows8 (its x halo of 4 is wider than a 2-lane vector); short4 gated
     assert subject("star_4/512x512x512/f32", 1, first=1) == "levers"
     # star_1 f64: no rows8 (one double per 8 bytes); short4 is next
     assert subject("star_1/512x512x512/f64", 1, first=1) == ("external", "short4")
-    # diamond_ts8: its composed octahedron was gated; the levers go on
-    assert subject("diamond_ts8/512x512x512/f32", 1, first=1) == "levers"
+    # diamond_ts8: octa and pipe were gated, but pipe's tiles now start one x halo earlier (whole
+    # vectors, for T = 1): another source, so it is offered again
+    assert subject("diamond_ts8/512x512x512/f32", 1, first=1) == ("external", "pipe")
 
 
 def test_the_levers_go_on_when_every_hand_written_candidate_was_gated(campaign_ledger, monkeypatch):
