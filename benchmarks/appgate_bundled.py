@@ -27,7 +27,7 @@ ACTOR = "agent:appgate-benchmark"
 
 def run(options) -> int:
     scratch_ledger.setup_django("appgate")
-    from appgate.services import AppProtocol, run_gate
+    from appgate.services import AppProtocol, run_gate, settle_state
     from ledger.services import initialise_ledger
 
     initialise_ledger(f"appgate bundled apps ({options.architecture}, scratch)", ACTOR)
@@ -49,6 +49,7 @@ def run(options) -> int:
         started = time.perf_counter()
         outcome = run_gate(manifest, ACTOR, AppProtocol(passes=options.passes),
                            lambda message: print(f"  {manifest.parent.name}: {message}", file=sys.stderr, flush=True))
+        settle_state(outcome, ACTOR)  # as `appgate run` does: the app's state follows its verdict
         print(f"{manifest.parent.name}: {outcome.verdict} {outcome.detail} [{time.perf_counter() - started:.0f} s]", file=sys.stderr, flush=True)
         scratch_ledger.export(out)
     return 0

@@ -123,3 +123,22 @@ def test_verdicts_recorded_before_issue_17_read_with_no_checks_and_no_noisy_list
         event = append(NewEvent(stream="app/old", type="AppGateVerdict", actor="user:test", schema_version=version,
                                 payload={**payload, **extra}))
         assert (event.data["checks"], event.data["noisy"]) == (None, None) and "checks" not in event.payload
+
+
+def test_appgate_settle_gives_the_state_of_each_unsettled_last_verdict_once(ledger):
+    """The H200 app-gate export recorded verdicts without states (appgate_bundled.py did not settle
+    them): `appgate settle` records the state each app's last verdict leads to, and nothing twice."""
+    from pathlib import Path
+
+    from ledger.transfer import import_ledger
+
+    import_ledger(Path(__file__).resolve().parents[2] / "docs/benchmarks/appgate_h200_hardened.jsonl", "user:test")
+    out = io.StringIO()
+    call_command("appgate", "settle", stdout=out)
+    states = {row.name: (row.state, row.state_code) for row in AppRow.objects.all()}
+    assert states["heat3d-cuda"] == ("INTEGRATED", "admitted")
+    assert states["life-cuda"] == ("IN_PROGRESS", "inconclusive")
+    assert "settled from their last verdicts: 6" in out.getvalue()
+    again = io.StringIO()
+    call_command("appgate", "settle", stdout=again)
+    assert "settled from their last verdicts: 0" in again.getvalue()

@@ -15,7 +15,8 @@ from forge.proposers.base import ProposerUnavailable
 from appgate.manifest import ManifestError
 from appgate.models import AppRow
 from appgate.proposers import PROPOSERS, AnthropicAppProposer
-from appgate.services import AppGateError, AppProtocol, machine, register, rerun, run_gate, settle_state
+from appgate.services import (AppGateError, AppProtocol, machine, register, rerun, run_gate, settle_state,
+                              settle_unsettled)
 from appgate.suites.importer import ADAPTERS, SuiteImportError, import_suite
 from appgate import profiler
 from appgate.profiler import TOOLS
@@ -59,6 +60,8 @@ class Command(BaseCommand):
                             help="what measures a CUDA program's hotspot share where its manifest declares none "
                                  "(auto: nsys, else ncu, else none: the share is unknown)")
         actions.add_parser("list", help="registered applications and their standing results")
+        actions.add_parser("settle", help="record the state each application's last gate verdict leads to, where "
+                                          "no state change followed it (runs recorded without one)")
         suite = actions.add_parser("suite", help="suites of outside programs")
         suite = suite.add_subparsers(dest="suite_action", required=True)
         imported = suite.add_parser("import", help="a manifest per program of a suite checkout, each registered; a "
@@ -120,6 +123,12 @@ class Command(BaseCommand):
         for milestone in row.milestones:
             self.stdout.write(f"{milestone['milestone']:4} {milestone['detail']}")
         self.stdout.write(f"state: {row.state}: {row.state_reason}")
+
+    def do_settle(self, options) -> None:
+        settled = settle_unsettled(options["actor"])
+        self.stdout.write(f"application states settled from their last verdicts: {len(settled)}")
+        for event in settled:
+            self.stdout.write(f"  {event.data['app']}: {event.data['state']} ({event.data['code']})")
 
     def do_triage(self, options) -> None:
         if options["jobs"] < 1:

@@ -90,6 +90,7 @@ class Command(BaseCommand):
             self.stdout.write(f"{os.path.relpath(path, ROOT)}: {fresh} events imported, {present} already present")
         # A var/ ledger made by an older version of the code may lack projections this version
         # adds: replaying every event (well under a second here) makes the pages match the events.
+        call_command("appgate", "--actor", ACTOR, "settle", stdout=self.stdout)  # exports with verdicts, no states
         call_command("ledger", "--actor", ACTOR, "rebuild")
         call_command("ledger", "--actor", ACTOR, "checkpoint")
         call_command("ledger", "--actor", ACTOR, "verify")
