@@ -116,9 +116,11 @@ def sweep_case(backend, case_id: str, passes: int, launches: int, candidates=Non
             "variants": rows, "rejected": rejected, "best": best, "seconds": round(time.perf_counter() - began, 1)}
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cases", required=True, help="comma-separated case ids (T = 1 types)")
+def sweep_main(description: str, cases_help: str, sweep_one) -> int:
+    """The command line both sweeps share: `sweep_one(backend, case_id, passes, launches)` gives
+    a case's row and its one-line summary; the JSON is rewritten after every case."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--cases", required=True, help=cases_help)
     parser.add_argument("--passes", type=int, default=5)
     parser.add_argument("--launches", type=int, default=10)
     parser.add_argument("--out", required=True)
@@ -129,13 +131,21 @@ def main() -> int:
     result = {"command": " ".join(sys.argv), "backend": backend.describe(), "passes": options.passes,
               "launches": options.launches, "cases": []}
     for case_id in options.cases.split(","):
-        row = sweep_case(backend, case_id, options.passes, options.launches)
+        row, line = sweep_one(backend, case_id, options.passes, options.launches)
         result["cases"].append(row)
-        best = row["variants"].get(row["best"], {})
-        print(f"{case_id}: best {row['best']} {best.get('percent_of_copy')}% of copy, "
-              f"{best.get('x_rows16')}x rows16 [{row['seconds']} s]", file=sys.stderr, flush=True)
+        print(f"{case_id}: {line} [{row['seconds']} s]", file=sys.stderr, flush=True)
         Path(options.out).write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
     return 0
+
+
+def sweep_rows16(backend, case_id: str, passes: int, launches: int) -> tuple[dict, str]:
+    row = sweep_case(backend, case_id, passes, launches)
+    best = row["variants"].get(row["best"], {})
+    return row, f"best {row['best']} {best.get('percent_of_copy')}% of copy, {best.get('x_rows16')}x rows16"
+
+
+def main() -> int:
+    return sweep_main(__doc__.splitlines()[0], "comma-separated case ids (T = 1 types)", sweep_rows16)
 
 
 if __name__ == "__main__":

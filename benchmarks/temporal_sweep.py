@@ -16,8 +16,6 @@ On the device machine (docs/gpu.md):
 """
 from __future__ import annotations
 
-import argparse
-import json
 import statistics
 import sys
 from pathlib import Path
@@ -27,7 +25,7 @@ for _path in (str(HERE), str(HERE.parent)):
     if _path not in sys.path:
         sys.path.insert(0, _path)
 
-from handwritten_sweep import sweep_case  # noqa: E402
+from handwritten_sweep import sweep_case, sweep_main  # noqa: E402
 from forge.handwritten import render, render_temporal  # noqa: E402
 from forge.handwritten_temporal import check_parameters, default_parameters, render_pipe  # noqa: E402
 from measurement.harness.cases import parse_case  # noqa: E402
@@ -69,32 +67,21 @@ def composed_row(backend, case) -> tuple:
             backend.coefficients(single.coefficients()), case.stencil.time_steps)
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cases", required=True, help="comma-separated diamond_tsT f32 case ids")
-    parser.add_argument("--passes", type=int, default=5)
-    parser.add_argument("--launches", type=int, default=10)
-    parser.add_argument("--out", required=True)
-    options = parser.parse_args()
-    from measurement.backends import get_backend
+def sweep_pipe(backend, case_id: str, passes: int, launches: int) -> tuple[dict, str]:
+    case = parse_case(case_id)
+    octa = [("octa", {}, lambda c, **_: render_temporal(c))]
+    extra = [composed_row(backend, case)]
+    row = sweep_case(backend, case_id, passes, launches, octa + pipe_variants(case), extra)
+    composed = statistics.median(row["variants"][extra[0][0]]["samples_ms"])
+    for variant in row["variants"].values():
+        variant["x_composed"] = round(composed / variant["median_ms"], 3)
+    best = row["variants"].get(row["best"], {})
+    return row, (f"best {row['best']} {best.get('median_ms')} ms, {best.get('x_composed')}x composed, "
+                 f"rejected {sorted(row['rejected'])}")
 
-    backend = get_backend("cuda")
-    result = {"command": " ".join(sys.argv), "backend": backend.describe(), "passes": options.passes,
-              "launches": options.launches, "cases": []}
-    for case_id in options.cases.split(","):
-        case = parse_case(case_id)
-        octa = [("octa", {}, lambda c, **_: render_temporal(c))]
-        extra = [composed_row(backend, case)]
-        row = sweep_case(backend, case_id, options.passes, options.launches, octa + pipe_variants(case), extra)
-        composed = statistics.median(row["variants"][extra[0][0]]["samples_ms"])
-        for name, variant in row["variants"].items():
-            variant["x_composed"] = round(composed / variant["median_ms"], 3)
-        result["cases"].append(row)
-        best = row["variants"].get(row["best"], {})
-        print(f"{case_id}: best {row['best']} {best.get('median_ms')} ms, {best.get('x_composed')}x composed, "
-              f"rejected {sorted(row['rejected'])} [{row['seconds']} s]", file=sys.stderr, flush=True)
-        Path(options.out).write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
-    return 0
+
+def main() -> int:
+    return sweep_main(__doc__.splitlines()[0], "comma-separated diamond_tsT f32 case ids", sweep_pipe)
 
 
 if __name__ == "__main__":

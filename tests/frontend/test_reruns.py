@@ -35,6 +35,7 @@ from measurement.models import OperatorResult
 from measurement.services import gate_candidate
 from tests.conftest import broker_unreachable, subprocess_env
 from tests.frontend.test_tables import HONEST, QUICK, TINY
+from tests.measurement.workers import wait_for
 
 ROOT = Path(settings.BASE_DIR)
 QUICK_FIELDS = {"passes": QUICK.passes, "launches": QUICK.launches, "warmup": QUICK.warmup, "max_attempts": 1}
@@ -56,16 +57,6 @@ def wait_until_ended(rerun_id: str, seconds: float = 300) -> tuple[dict, set[str
             return status, seen
         time.sleep(0.05)
     raise AssertionError(f"re-run {rerun_id} still {status['state']} after {seconds} s: {status['progress']}")
-
-
-def wait_for(condition, what: str, seconds: float = 180):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"waited {seconds} s for {what}")
 
 
 def test_a_rerun_runs_in_the_background_and_finishes_with_an_outcome(transactional_ledger, speed_rule_lifted, monkeypatch,
