@@ -7,12 +7,15 @@ the straightforward kernel, `octa` (the admitted octahedron design), every `pipe
 the composed bound's stand-in, T launches of `rows16` on star_1 of the same shape (the kernel
 admitted for star_1 at 256^3 and 512^3 f32), timed on its own buffers in the same passes. A
 variant whose output differs from the straightforward kernel's is reported, not timed; the gate
-does the real checks.
+does the real checks. It also sweeps star_1 and varcoef_star_1 (T = 1, the f16 rounds that lost to
+the fair f16 kernel), there beside the straightforward (fair) kernel, with 2 and 4 planes
+prefetched at the default tile (docs/forge.md: one plane ahead lacked bytes in flight).
 
 On the device machine (docs/gpu.md):
 
     source scripts/device_env.sh && python3 benchmarks/temporal_sweep.py \\
         --cases diamond_ts8/512x512x512/f32,diamond_ts4/256x256x256/f32 --out $OUT/temporal_sweep_h200.json
+    ... --cases star_1/512x512x512/f16,varcoef_star_1/512x512x512/f16 --out $OUT/pipe_f16_sweep_h200.json
 """
 from __future__ import annotations
 
@@ -30,7 +33,7 @@ from forge.handwritten import render, render_temporal  # noqa: E402
 from forge.handwritten_temporal import check_parameters, default_parameters, render_pipe  # noqa: E402
 from measurement.harness.cases import parse_case  # noqa: E402
 
-TILES = ((64, 32), (64, 16), (64, 24), (128, 16), (96, 32))
+TILES = ((64, 32), (64, 16), (64, 24), (128, 16), (128, 24), (96, 32))
 REGISTER_FILE = 65536  # 32-bit registers an SM (and a block) has on the H200
 
 
@@ -40,8 +43,10 @@ def registers_needed(t: int, threads: int) -> int:
 
 
 def pipe_variants(case) -> list[tuple[str, dict, object]]:
+    """Tiles x chunks around the default, then 2 and 4 planes prefetched at the default."""
     width, height, chunk = default_parameters(case)
-    made = []
+    made = [(f"pipe {width}x{height} L{chunk} P{p}", {"width": width, "height": height, "chunk": chunk, "prefetch": p},
+             render_pipe) for p in (2, 4)]
     for w, h in TILES:
         for c in sorted({chunk // 2, chunk, chunk * 2}):
             try:
@@ -69,7 +74,7 @@ def composed_row(backend, case) -> tuple:
 
 def sweep_pipe(backend, case_id: str, passes: int, launches: int) -> tuple[dict, str]:
     case = parse_case(case_id)
-    octa = [("octa", {}, lambda c, **_: render_temporal(c))]
+    octa = [("octa", {}, lambda c, **_: render_temporal(c))] if case.stencil.time_steps > 1 else []
     extra = [composed_row(backend, case)]
     row = sweep_case(backend, case_id, passes, launches, octa + pipe_variants(case), extra)
     composed = statistics.median(row["variants"][extra[0][0]]["samples_ms"])
@@ -81,7 +86,8 @@ def sweep_pipe(backend, case_id: str, passes: int, launches: int) -> tuple[dict,
 
 
 def main() -> int:
-    return sweep_main(__doc__.splitlines()[0], "comma-separated diamond_tsT f32 case ids", sweep_pipe)
+    return sweep_main(__doc__.splitlines()[0], "comma-separated case ids: diamond_tsT f32, star_1 or varcoef_star_1 in "
+                      "f16 or f32", sweep_pipe)
 
 
 if __name__ == "__main__":

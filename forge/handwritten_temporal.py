@@ -63,17 +63,23 @@ def check_parameters(case: Case, width: int, height: int, chunk: int) -> None:
         raise ValueError(f"tile {width}x{height}: {shared_bytes(t, width, height)} bytes of shared memory for T = {t}")
 
 
-def render_pipe(case: Case, width: int = 64, height: int = 32, chunk: int = 128) -> tuple[str, dict, str]:
+def render_pipe(case: Case, width: int = 64, height: int = 32, chunk: int = 128,
+                prefetch: int = 1) -> tuple[str, dict, str]:
     """(source, launch, hypothesis) of the pipeline for a star_1-family case (T = 1 for star_1 and
-    varcoef_star_1: the z march with shared in-plane neighbours, one global read a point)."""
+    varcoef_star_1: the z march with shared in-plane neighbours, one global read a point).
+    `prefetch`: input planes loaded ahead into registers. One plane ahead and a barrier a plane
+    left the f16 T = 1 rounds short of bytes in flight (docs/forge.md); more planes ahead raise
+    them at V registers a plane."""
     check_parameters(case, width, height, chunk)
+    if not 1 <= prefetch <= 8:
+        raise ValueError(f"prefetch {prefetch}: 1 to 8 planes ahead")
     t = case.stencil.time_steps
     tx = width // V
     threads = tx * height
     out_x, out_y = width - 2 * x_halo(t), height - 2 * t
     redundancy = sum((width - 2 * s) * (height - 2 * s) for s in range(1, t + 1)) / (t * out_x * out_y)
     varcoef = case.stencil.variable_coefficient
-    source = _SOURCE.format(
+    source = _prefetched(_SOURCE, prefetch).format(
         T=t, TX=tx, H=height, L=chunk, THREADS=threads, case=case.id, W=width, OX=out_x, OY=out_y,
         INCLUDE="#include <cuda_fp16.h>\n" if case.precision == "f16" else "", ELEM=cuda_type(case.precision),
         VECTOR=VECTOR_HELPERS[case.precision], ALIGN=V * case.dtype.itemsize - 1,
@@ -136,6 +142,29 @@ def waves(case: Case, width: int, height: int, chunk: int, sms: int = 132) -> fl
                  2048 // threads)
     blocks = math.ceil(nx / (width - 2 * x_halo(t))) * math.ceil(ny / (height - 2 * t)) * math.ceil((nz - 2 * t) / chunk)
     return blocks / (max(per_sm, 1) * sms)
+
+
+def _prefetched(template: str, planes: int) -> str:
+    """The template with `planes` input planes loaded ahead (1: the template as it is, so the
+    sources gated with one plane ahead render byte for byte)."""
+    if planes == 1:
+        return template
+    edits = [
+        ("float prev[T][V], cur[T][V], next[V];", f"float prev[T][V], cur[T][V], ahead[{planes}][V];"),
+        ("    load(zb - T, next);\n",
+         f"#pragma unroll\n    for (int d = 0; d < {planes}; ++d)\n        if (zb - T + d < ze + T) load(zb - T + d, ahead[d]);\n"),
+        ("        for (int i = 0; i < V; ++i) nw[i] = next[i];\n        if (k + 1 < ze + T) load(k + 1, next);\n",
+         "        for (int i = 0; i < V; ++i) nw[i] = ahead[0][i];\n"
+         "#pragma unroll\n"
+         f"        for (int d = 0; d < {planes - 1}; ++d)\n"
+         "#pragma unroll\n"
+         "            for (int i = 0; i < V; ++i) ahead[d][i] = ahead[d + 1][i];\n"
+         f"        if (k + {planes} < ze + T) load(k + {planes}, ahead[{planes - 1}]);\n"),
+    ]
+    for old, new in edits:
+        assert old in template, old
+        template = template.replace(old, new)
+    return template
 
 
 VECTOR_HELPERS = {

@@ -38,6 +38,18 @@ def test_the_pipeline_is_correct_on_both_paths(case_id, width, height, chunk):
         assert error <= max(FLOOR_FACTOR[case.precision] * floor, 1e-15), (misalign, error, floor)
 
 
+@pytest.mark.parametrize("case_id, width, height, chunk", [
+    ("star_1/21x30x44/f16", 16, 12, 5),
+    ("diamond_ts4/21x30x44/f32", 16, 12, 5),
+])
+def test_planes_loaded_further_ahead_compute_the_same(case_id, width, height, chunk):
+    case = parse_case(case_id)
+    source, launch, _ = render_pipe(case, width, height, chunk, prefetch=3)
+    assert "ahead[3][V]" in source and source != render_pipe(case, width, height, chunk)[0]
+    for misalign in (False, True):
+        assert judged(case, source, launch, misalign) <= TOLERANCE[case.precision], misalign
+
+
 def test_a_pipeline_with_a_wrong_z_neighbour_is_caught():
     """The check above can fail: a step that takes its own plane for the one below."""
     case = parse_case("diamond_ts4/21x30x44/f32")
