@@ -104,11 +104,6 @@ def _database_from_url(url: str) -> dict:
         }
         config["CONN_MAX_AGE"] = 0
         config["TEST"] = {"NAME": str(VAR_DIR / f"test-{os.getpid()}.sqlite3")}
-    elif config["ENGINE"] == "django.db.backends.postgresql":
-        # psycopg prepares a statement after this many runs on a connection. Only the ledger's
-        # append path binds on the server (ledger/append_sql.py), so only its fixed statements
-        # get prepared; Django's default cursors never do.
-        config.setdefault("OPTIONS", {}).setdefault("prepare_threshold", 5)
     return config
 
 
