@@ -71,11 +71,13 @@ def key(manifest: str | Path) -> str:
 
 def triage_all(paths: list[Path], actor: str, progress: Callable[[str], None] | None = None, *,
                limits: Limits = Limits(), resumed: dict | None = None,
-               save: Callable[[dict], None] | None = None) -> dict:
-    """Triage every manifest of `paths` not already in `resumed` (a report of an earlier call);
+               save: Callable[[dict], None] | None = None, retry: frozenset[str] = frozenset()) -> dict:
+    """Triage every manifest of `paths` not already in `resumed` (a report of an earlier call),
+    except that resumed rows whose code is in `retry` are triaged again (a run that passed an
+    earlier call's shorter time limit: `timed_out` is a limit of the call, not of the program);
     the report (the resumed rows and the new) is handed to `save` after each program."""
     say = progress or (lambda message: None)
-    rows: list[dict] = list((resumed or {}).get("apps", []))
+    rows: list[dict] = [row for row in (resumed or {}).get("apps", []) if row["code"] not in retry]
     done = {key(row["manifest"]) for row in rows}
     todo: collections.deque[tuple[Path, LoadedManifest]] = collections.deque()
     for path in paths:

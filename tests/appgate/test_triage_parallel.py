@@ -87,6 +87,20 @@ def test_a_parallel_triage_resumed_from_its_report_gives_each_program_one_state_
     assert good["datasets"] == {"test": 0.006} and good["hotspot_fraction"] is None
 
 
+def test_programs_that_timed_out_are_triaged_again_when_resumed_with_retry(ledger, manifests, tmp_path):
+    """A run cut by a call's time limit is retried by a later call with a longer one; the rest stay."""
+    report = tmp_path / "report.json"
+    call_command("appgate", "triage", str(manifests), "--report", str(report), "--build-timeout", "10",
+                 "--run-timeout", "3", "--profiler", "none")
+    assert states(json.loads(report.read_text()))["synth-hangs-omp"] == ("BLOCKED", "timed_out")
+    before = {app: state_events(app) for app in EXPECTED}
+    call_command("appgate", "triage", str(manifests), "--resume", str(report), "--retry", "timed_out",
+                 "--build-timeout", "10", "--run-timeout", "3", "--profiler", "none")
+    again = json.loads(report.read_text())
+    assert [row["app"] for row in again["apps"]].count("synth-hangs-omp") == 1
+    assert {app for app, n in before.items() if state_events(app) != n} == {"synth-hangs-omp"}  # it alone again
+
+
 def test_builds_run_side_by_side_with_jobs_2(ledger, manifests, monkeypatch):
     """The first two builds wait for each other: with two build threads both pass, one by one
     the first would wait in vain (and the program would be reported as a triage error)."""

@@ -51,6 +51,8 @@ class Command(BaseCommand):
         triage.add_argument("--report", help="write the states and counts as JSON here, after every program (default: "
                                              "the --resume file)")
         triage.add_argument("--resume", help="a report of an earlier triage: its programs are kept and not triaged again")
+        triage.add_argument("--retry", default="", help="comma-separated reason codes whose resumed programs are triaged "
+                                                         "again, e.g. timed_out with a longer --run-timeout")
         triage.add_argument("--jobs", type=int, default=1, help="baselines built in parallel (runs go one at a time)")
         triage.add_argument("--deadline", type=float, help="seconds from now after which no build or run is started "
                                                             "that could end past it; the rest is listed as not triaged")
@@ -148,7 +150,8 @@ class Command(BaseCommand):
         self._progress(f"hotspot share of CUDA programs: {tool or 'unknown (no nsys or ncu here)'}")
         out = options["report"] or options["resume"]
         report = triage_all(manifest_paths(options["manifests"]), options["actor"], self._progress, limits=limits,
-                            resumed=resumed, save=lambda r: _write_json(out, r, "apps"))
+                            resumed=resumed, save=lambda r: _write_json(out, r, "apps"),
+                            retry=frozenset(filter(None, options["retry"].split(","))))
         for app in report["apps"]:
             self.stdout.write(f"{app['app'] or app['manifest']}: {app['state'] or '-'} [{app['code']}] "
                               f"{app['reason'][:200]}")
