@@ -92,10 +92,12 @@ def test_a_diamond_candidate_slower_than_t_launches_of_the_admitted_star_1_kerne
     data = outcome.verdict_event.data
     assert outcome.verdict == "rejected" and data["reasons"] == ["not_faster_than_public_bound"]
     # Which baseline is the fastest, and so the bound the verdict names, depends on the machine's
-    # load (the straightforward f16 kernel is the F16C one and runs on every core), so the test
-    # checks that the verdict names the fastest usable one, whichever it is.
+    # load (the straightforward f16 kernel is the F16C one and runs on every core: under a load of
+    # 4-5 on two cores its four launches were once measured 22x slower than the one-thread
+    # candidate), so the test checks the one-thread composed bound and that the verdict names the
+    # fastest usable baseline, whichever it is.
     over = {name: b["speedup"] for name, b in data["baselines"].items()}
-    assert over["composed(star_1 admitted x4)"] < 1 and over["composed(straightforward x4)"] < 1, over
+    assert over["composed(star_1 admitted x4)"] < 1, over
     bound = outcome.report.bound.variant.name
     assert over[bound] == min(over[r.variant.name] for r in outcome.report.baselines() if r.usable)
     assert data["bound"]["name"] == bound and f"over {bound}" in data["detail"]

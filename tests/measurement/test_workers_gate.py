@@ -36,7 +36,7 @@ def test_two_workers_gating_one_case_admit_once_and_the_slower_verdict_is_decide
         fast = tasks["fast"].get(timeout=300)
         (tmp_path / "slow.release").touch()
         slow = tasks["slow"].get(timeout=600)
-        texts = [log.read_text() for log in logs]
+    texts = [log.read_text() for log in logs]  # once the workers have stopped: a task's last log line comes after its result
     assert fast["verdict"] == "admitted" and fast["measurements"] == 1, fast
     assert slow["verdict"] == "rejected" and slow["reasons"] == ["regresses_prior_best"], slow
     assert slow["detail"].startswith("decided again: the result changed while this candidate was measured")
