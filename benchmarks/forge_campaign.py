@@ -101,7 +101,7 @@ def scheduled(case_id: str, number: int, levers, handwritten: bool, first: int =
     that this ledger has not seen proposed yet are submitted as `forge submit` does, in order,
     while any are left."""
     if handwritten and number >= first:
-        from forge.handwritten import matrix_candidates
+        from forge.candidates import matrix_candidates
         from forge.proposers.external import ExternalProposer
         from forge.selectors import proposed_source_hashes
         from measurement.harness.cases import parse_case

@@ -30,16 +30,11 @@ for _path in (str(HERE), str(HERE.parent)):
 
 from handwritten_sweep import sweep_case, sweep_main  # noqa: E402
 from forge.handwritten import render, render_temporal  # noqa: E402
-from forge.handwritten_temporal import check_parameters, default_parameters, render_pipe  # noqa: E402
+from forge.handwritten_temporal import (REGISTER_FILE, check_parameters, default_parameters, registers_per_thread,  # noqa: E402
+                                        render_pipe)
 from measurement.harness.cases import parse_case  # noqa: E402
 
 TILES = ((64, 32), (64, 16), (64, 24), (128, 16), (128, 24), (96, 32))
-REGISTER_FILE = 65536  # 32-bit registers an SM (and a block) has on the H200
-
-
-def registers_needed(t: int, threads: int) -> int:
-    """About 12T + 26 a thread (nvcc -arch=sm_90 -Xptxas -v: 64 for T = 4, 122 for T = 8)."""
-    return threads * (12 * t + 26)
 
 
 def pipe_variants(case) -> list[tuple[str, dict, object]]:
@@ -53,7 +48,7 @@ def pipe_variants(case) -> list[tuple[str, dict, object]]:
                 check_parameters(case, w, h, c)
             except ValueError:
                 continue
-            if registers_needed(case.stencil.time_steps, w // 4 * h) > REGISTER_FILE:
+            if w // 4 * h * registers_per_thread(case.stencil.time_steps) > REGISTER_FILE:
                 continue  # the block would spill (96x32 at T = 8: 80 registers a thread, 88 bytes spilled)
             made.append((f"pipe {w}x{h} L{c}", {"width": w, "height": h, "chunk": c}, render_pipe))
     return made

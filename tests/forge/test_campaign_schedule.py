@@ -41,10 +41,10 @@ def test_untried_hand_written_candidates_come_first_then_the_levers(campaign_led
 
 
 def test_the_levers_go_on_when_every_hand_written_candidate_was_gated(campaign_ledger, monkeypatch):
-    import forge.handwritten
+    import forge.candidates
 
-    offered = forge.handwritten.matrix_candidates
-    monkeypatch.setattr(forge.handwritten, "matrix_candidates", lambda case: offered(case)[:1])  # rows16 alone
+    offered = forge.candidates.matrix_candidates
+    monkeypatch.setattr(forge.candidates, "matrix_candidates", lambda case: offered(case)[:1])  # rows16 alone
     assert subject("star_1/512x512x512/f32", 1, first=1) == "levers"
 
 
@@ -59,7 +59,7 @@ def test_the_generator_still_renders_the_gated_sources():
     import hashlib
     import json
 
-    from forge.handwritten import matrix_candidates
+    from forge.candidates import matrix_candidates
     from measurement.harness.cases import parse_case
 
     gated = {}

@@ -10,7 +10,8 @@ import shutil
 import numpy as np
 import pytest
 
-from forge.handwritten import matrix_candidates, render
+from forge.candidates import matrix_candidates
+from forge.handwritten import render
 from measurement.harness.cases import parse_case
 from measurement.harness.codegen import DEFAULT_CUDA_LAUNCH, straightforward_cuda
 from measurement.harness.oracle import FLOOR_FACTOR, TOLERANCE, make_inputs, reference, relative_error

@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from forge.handwritten import matrix_candidates
+from forge.candidates import matrix_candidates
 from forge.handwritten_temporal import check_parameters, default_parameters, render_pipe
 from measurement.harness.cases import parse_case
 from measurement.harness.codegen import DEFAULT_CUDA_LAUNCH, straightforward_cuda

@@ -1,0 +1,55 @@
+"""What a campaign submits for a case, in order (`benchmarks/forge_campaign.py --handwritten`): the
+hand-written designs of forge/handwritten.py (rows16 and its one-change variants, octa) and of
+forge/handwritten_temporal.py (pipe), each offered where the H200 measurements say it may help."""
+from __future__ import annotations
+
+from measurement.harness.cases import Case
+
+from .handwritten import default_chunk, render, render_temporal
+from .handwritten_temporal import candidate as pipe_candidate
+
+
+def matrix_candidates(case: Case) -> list[tuple[str, dict, str, str]]:
+    """The candidates submitted for a case, in order: (subject, launch, hypothesis, source).
+
+    `rows16`, then two one-change variants of it, each aimed at a bottleneck measured on the
+    H200 (docs/benchmarks/ncu/, docs/forge.md):
+
+    * `rows8`: 8-byte vectors (half the x-points per thread). The queue of 2R+1 partial outputs
+      holds V registers each, so rows16 needs 64 registers a thread in f16 (star_1) and 94-168
+      for star_4, which caps the resident warps (ncu: 50% theoretical occupancy for star_1 f16,
+      52% of the DRAM bandwidth). Offered where the x halo fits one narrower vector (R <= lanes)
+      and it is narrower at all (not f64: one double).
+    * `short4`: 4-row blocks. A block of a register-heavy kernel fills the register file in
+      coarse steps; half-size blocks leave fewer registers idle.
+
+    The other one-parameter changes of the H200 sweep (docs/benchmarks/handwritten_sweep_h200.json,
+    17 cases) are not offered: 16- or 32-row blocks and two vectors per thread were slower than
+    rows16 or within 1%; 2-4x longer or shorter chunks gained at most 3.6% and lost up to 30%. Temporal types
+    (T > 1) get `octa`, the composed octahedron through the plane queue (render_temporal), then in f32
+    `pipe`, the T steps pipelined on chip (forge/handwritten_temporal.py). star_1 and varcoef_star_1
+    in f16 get `pipe` with T = 1 last: the z march with shared in-plane neighbours and no register
+    queue, after rows16/rows8/short4 all lost to the fair f16 kernel (the issue-15 re-gate)."""
+    if case.stencil.time_steps != 1:
+        source, launch, hypothesis = render_temporal(case)
+        made = [(f"octa: hand-written composed octahedron, pair sums, {launch['tile'][0] // 32} x-points per thread",
+                 launch, hypothesis, source)]
+        return made + ([pipe_candidate(case)] if case.precision == "f32" else [])
+    chunk = default_chunk(case, 1)
+    source, launch, hypothesis = render(case, chunk=chunk)
+    made = [(f"rows16: hand-written plane queue, {launch['tile'][0] // 32} x-points per thread", launch, hypothesis, source)]
+    if case.precision != "f64" and case.stencil.halo <= 8 // case.dtype.itemsize:
+        source, launch, _ = render(case, chunk=chunk, vector_bytes=8)
+        hypothesis = (f"{case.id}: one change from rows16: 8-byte vectors ({launch['tile'][0] // 32} x-points per thread), "
+                      f"so the {2 * case.stencil.radius + 1}-deep queue and the rows take half the registers and twice "
+                      "the warps stay resident; gains if occupancy, not DRAM, limits rows16 (docs/benchmarks/ncu/).")
+        made.append((f"rows8: hand-written plane queue, 8-byte vectors, {launch['tile'][0] // 32} x-points per thread",
+                     launch, hypothesis, source))
+    source, launch, _ = render(case, by=4, chunk=chunk)
+    hypothesis = (f"{case.id}: one change from rows16: 4-row blocks instead of 8, so a block of this register-heavy "
+                  "kernel takes half the registers and the SM packs more warps; gains if too few warps are resident "
+                  "to keep enough loads in flight (docs/benchmarks/handwritten_sweep_h200.json).")
+    made.append(("short4: hand-written plane queue, 4-row blocks", launch, hypothesis, source))
+    if case.precision == "f16" and case.stencil.family == "star" and case.stencil.radius == 1 and case.stencil.dims == 3:
+        made.append(pipe_candidate(case))  # no register queue: the fair f16 kernel beat all three
+    return made
