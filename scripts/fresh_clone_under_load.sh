@@ -2,7 +2,8 @@
 # Issue 19's check: `./dev test` passes RUNS times in a row, each from a fresh clone of COMMIT,
 # while a CPU-heavy process runs beside it: a `manage.py measure` loop (CPU backend, star_1/128^3,
 # its own scratch ledger), as the issue suggests. The 1-minute load average is sampled every 30 s.
-# Writes OUT (JSON Lines: one line per run, then the load samples) and stops at the first failure.
+# Writes OUT (JSON Lines: one line per run and per load sample; .ndjson, because the *.jsonl files
+# of docs/benchmarks/ are ledger exports) and stops at the first failure.
 #
 #   bash scripts/fresh_clone_under_load.sh [RUNS] [COMMIT] [OUT]
 #
@@ -11,7 +12,7 @@
 set -uo pipefail
 RUNS=${1:-3}
 COMMIT=${2:-HEAD}
-OUT=${3:-/tmp/fresh_clone_under_load.jsonl}
+OUT=${3:-/tmp/fresh_clone_under_load.ndjson}
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 COMMIT=$(git -C "$REPO" rev-parse "$COMMIT")
 WORK=$(mktemp -d /tmp/fresh-clone-load-XXXXXX)
