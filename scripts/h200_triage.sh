@@ -13,8 +13,10 @@
 #
 # The argument (optional) names the previous call's files inside the repository, without suffix:
 # PREFIX.json (its triage report: those programs are not triaged again) and PREFIX.jsonl (its
-# ledger export, restored first, so the ledger goes on where it stopped; it must be signed by the
-# carried key: device_carry/keys/publication.key, else the one *.seed there). What this call writes goes to $OUT only, under other names:
+# ledger export, restored first, so the ledger goes on where it stopped: its checkpoints must be by
+# keys trusted in fixtures/keys/trusted_keys.txt, and the carried key (device_carry/keys/publication.key,
+# else the one *.seed there) signs what this call adds; it need not be the key of the earlier call).
+# What this call writes goes to $OUT only, under other names:
 #   hecbench_triage_h200.json   the report: the previous rows and this call's, `not_triaged` left over
 #   hecbench_triage_h200.jsonl  the whole ledger's export (the previous events and this call's), signed
 #   hecbench_import_h200.json   the import's report; hecbench_triage_h200.log  the progress lines
@@ -34,7 +36,7 @@ if [ -n "$resume" ]; then
     for file in "$resume.json" "$resume.jsonl"; do
         [ -f "$file" ] || { echo "$file is missing: give the previous call's files (committed) without suffix" >&2; exit 1; }
     done
-    [ -n "$key" ] || { echo "resuming needs the key the previous export was signed with, in device_carry/keys/" >&2; exit 1; }
+    [ -n "$key" ] || { echo "resuming needs a trusted publication key in device_carry/keys/ to sign what this call adds" >&2; exit 1; }
 fi
 source scripts/device_env.sh || exit 1
 if [ -n "$key" ]; then
