@@ -26,6 +26,7 @@ from ledger.services import NewEvent, append
 
 from . import builds, runner
 from .builds import BuildResult
+from .manifest import LoadedManifest
 from .models import AppRow
 from .proposers import AnthropicAppProposer, AppCandidate, external_candidate, unified_patch
 from .services import (AppGateError, AppGateOutcome, AppProtocol, gate_run_held, machine, record_candidate, register,
@@ -114,21 +115,24 @@ def run_agent(manifest: str | Path, actor: str, kernel_rounds: int = 0, protocol
 
 def triage(manifest: str | Path, actor: str, progress: Callable[[str], None] | None = None, *,
            prebuilt: dict[str, BuildResult] | None = None, profile: Profiler | None = None,
-           run_timeout_s: float | None = None) -> AppRow:
+           run_timeout_s: float | None = None, measured: tuple[dict, dict[str, BuildResult]] | None = None) -> AppRow:
     """M1 alone (an imported suite's triage): register, build and run the baseline on every
     dataset, and end in BLOCKED or OUT_OF_SCOPE with the reason's code, or RESEARCH (in scope,
     not yet forged). Nothing is proposed or gated. A parallel triage (appgate.triage) hands in
     the baseline it built (`prebuilt`, by build_args), a `profile` that measures the share of
-    the top kernels where the manifest declares no hotspot, and a cap on each run's time."""
+    the top kernels where the manifest declares no hotspot, and a cap on each run's time; or
+    the whole of M1's measurement (`measured`: measure_m1's result, taken in a worker thread
+    that writes nothing to the ledger), which is then only recorded here."""
     loaded, _ = register(manifest, actor)
-    if run_timeout_s is not None and loaded.manifest.run.timeout_s > run_timeout_s:
-        run = loaded.manifest.run.model_copy(update={"timeout_s": run_timeout_s})
-        loaded = dataclasses.replace(loaded, manifest=loaded.manifest.model_copy(update={"run": run}))
+    loaded = capped_runs(loaded, run_timeout_s)
     name = loaded.name
     _state(name, "IN_PROGRESS", "triage: M1 started", actor)
-    with gate_run_held(name) as (_, scratch):
-        (progress or (lambda message: None))(f"{name}: M1")
-        baseline, _, stop = _m1(loaded, scratch, actor, MIN_BASELINE_SECONDS, prebuilt, profile)
+    if measured is not None:
+        baseline, _, stop = _m1(loaded, None, actor, measured=measured)
+    else:
+        with gate_run_held(name) as (_, scratch):
+            (progress or (lambda message: None))(f"{name}: M1")
+            baseline, _, stop = _m1(loaded, scratch, actor, MIN_BASELINE_SECONDS, prebuilt, profile)
     if stop is None:
         stop = Exit("RESEARCH", f"M1: in scope, not yet forged: hotspot {baseline['hotspot']} carries "
                     f"{baseline['hotspot_fraction']:.0%} of the time", "in_scope")
@@ -136,13 +140,36 @@ def triage(manifest: str | Path, actor: str, progress: Callable[[str], None] | N
     return AppRow.objects.get(name=name)
 
 
-def _m1(loaded, scratch: Path, actor: str, min_seconds: float = 0.0, prebuilt: dict[str, BuildResult] | None = None,
-        profile: Profiler | None = None) -> tuple[dict, dict[str, BuildResult], Exit | None]:
-    """M1: the baseline measured (its builds kept for the gate), and the exit it calls for, or
-    None when the application is in scope (M1 milestone recorded); a dataset timed under
-    `min_seconds` blocks it (too_short). A baseline built before M1 (`prebuilt`: a parallel
-    triage builds on machines that cannot run it too) is not built again; `profile` measures the hotspot share a manifest without a
-    hotspot pattern does not report (the top kernel's share of the GPU kernel time)."""
+def capped_runs(loaded: LoadedManifest, run_timeout_s: float | None) -> LoadedManifest:
+    """The manifest with each run's time limit capped at a triage's (None: as it is)."""
+    if run_timeout_s is None or loaded.manifest.run.timeout_s <= run_timeout_s:
+        return loaded
+    run = loaded.manifest.run.model_copy(update={"timeout_s": run_timeout_s})
+    return dataclasses.replace(loaded, manifest=loaded.manifest.model_copy(update={"run": run}))
+
+
+def measure_m1(loaded: LoadedManifest, scratch: Path, min_seconds: float = 0.0,
+               prebuilt: dict[str, BuildResult] | None = None,
+               profile: Profiler | None = None) -> tuple[dict, dict[str, BuildResult]]:
+    """M1's measurement, free of the ledger (a parallel triage runs it in worker threads): the
+    baseline built (or `prebuilt`) and run on every dataset, a dataset timed under `min_seconds`
+    blocking it (too_short); then, where no hotspot pattern reported a share, `profile`'s (the
+    top kernel's share of the GPU kernel time). The baseline dict says the problem, if any."""
+    baseline, built = _measure_baseline(loaded, scratch, min_seconds, prebuilt)
+    if not baseline["problem"] and baseline["hotspot_fraction"] is None and profile is not None:
+        first = loaded.manifest.datasets[0]
+        baseline["profile"] = profile(loaded, built[first.build_args].binary, first, scratch)
+        baseline["hotspot_fraction"] = baseline["profile"]["share"]
+    return baseline, built
+
+
+def _m1(loaded, scratch: Path | None, actor: str, min_seconds: float = 0.0, prebuilt: dict[str, BuildResult] | None = None,
+        profile: Profiler | None = None, measured: tuple[dict, dict[str, BuildResult]] | None = None,
+        ) -> tuple[dict, dict[str, BuildResult], Exit | None]:
+    """M1: the baseline measured (its builds kept for the gate; `measured`: measured before, by
+    measure_m1), and the exit it calls for, or None when the application is in scope (M1
+    milestone recorded). A baseline built before M1 (`prebuilt`: a parallel triage builds on
+    machines that cannot run it too) is not built again."""
     name, m = loaded.name, loaded.manifest
     try:
         machine(m.architecture, loaded)
@@ -152,13 +179,9 @@ def _m1(loaded, scratch: Path, actor: str, min_seconds: float = 0.0, prebuilt: d
         built_here = ("" if not prebuilt else "; the baseline builds" if failed is None
                       else f"; the baseline does not build either: {failed.output_tail[-200:]}")
         return {}, {}, Exit("BLOCKED", f"M1: {error}{built_here}", code)
-    baseline, built = _measure_baseline(loaded, scratch, min_seconds, prebuilt)
+    baseline, built = measured or measure_m1(loaded, scratch, min_seconds, prebuilt, profile)
     if baseline["problem"]:
         return baseline, built, Exit("BLOCKED", f"M1: {baseline['problem']}", baseline["code"])
-    if baseline["hotspot_fraction"] is None and profile is not None:
-        first = m.datasets[0]
-        baseline["profile"] = profile(loaded, built[first.build_args].binary, first, scratch)
-        baseline["hotspot_fraction"] = baseline["profile"]["share"]
     profiled, fraction = baseline.get("profile") or {}, baseline["hotspot_fraction"]
     # the hot loop: the manifest's operator case, else (a triage) the profile's top kernel
     hot = baseline["hotspot"] = m.hotspot.case or (f"kernel {profiled['top'][0]['name']} ({profiled['tool']})"

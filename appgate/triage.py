@@ -6,9 +6,12 @@ At scale (issue 18: about 200 programs in few device calls of at most 10 minutes
 - the baselines build in parallel, `jobs` at a time in threads (each build is a compiler process,
   in the sandbox like every build), each in a folder of its own, also where this machine cannot
   run them (a CUDA program on a CPU machine: the build is still tried, the state says so);
-- the runs go one at a time in this thread (one GPU, shared with nothing but the builds on the
-  CPU), and so does every ledger write: the agent records each state (AppRegistered,
-  AppStateChanged, AppMilestoneReached), the report only repeats it;
+- the runs go `run_jobs` at a time (default one: one GPU, shared with nothing but the builds on
+  the CPU), in threads that write nothing; with more, programs run side by side on the GPU (the
+  evidence says `concurrent_runs`: a triage's times, never a gate's, which times one program
+  alone) and profiles still go one at a time (one set of counters). Every ledger write is in
+  this thread: the agent records each state (AppRegistered, AppStateChanged,
+  AppMilestoneReached), the report only repeats it;
 - the report is saved after every program (`save`), and the programs of a resumed report are
   skipped, so a call cut short loses at most the program it was running;
 - a deadline stops new work in time: no build starts whose time limit (capped at the time left)
@@ -20,6 +23,7 @@ from __future__ import annotations
 import collections
 import functools
 import shutil
+import threading
 import time
 import uuid
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -31,7 +35,7 @@ from ledger.leases import SCRATCH_ROOT
 from ledger.selectors import stream_events
 
 from . import builds
-from .agent import Profiler, triage
+from .agent import MIN_BASELINE_SECONDS, Profiler, capped_runs, measure_m1, triage
 from .builds import BuildResult
 from .manifest import LoadedManifest, ManifestError, load_manifest
 from .services import AppGateError, machine
@@ -53,6 +57,7 @@ class Limits:
     below the manifest's), the profile's hook, and the deadline (a time.monotonic() value)."""
 
     jobs: int = 1
+    run_jobs: int = 1
     build_timeout_s: float | None = None
     run_timeout_s: float | None = None
     profile: Profiler | None = None
@@ -92,37 +97,59 @@ def triage_all(paths: list[Path], actor: str, progress: Callable[[str], None] | 
     work = SCRATCH_ROOT / f"triage-{uuid.uuid4().hex[:12]}"
     work.mkdir(parents=True, mode=0o755)
     started, total = time.monotonic(), len(todo)
+    profile = _one_at_a_time(limits)
+
+    def record(path: Path, loaded: LoadedManifest, folder: Path, row: dict | None) -> None:
+        shutil.rmtree(folder, ignore_errors=True)
+        if row is None:
+            left_out.append(key(path))
+            return
+        rows.append(row)
+        say(f"[{len(rows) - len(done)}/{total}, {time.monotonic() - started:.0f} s] {row['app']}: "
+            f"{row['state']} ({row['code']})" + (f", built in {row['build_s']:.0f} s" if row.get("build_s") else ""))
+        if save:
+            save(report(rows, left_out + [key(p) for p, _ in todo]))
+
     try:
-        with ThreadPoolExecutor(max_workers=limits.jobs) as pool:
-            inflight: dict[Future, tuple[Path, LoadedManifest, Path]] = {}
-            while todo or inflight:
-                while todo and len(inflight) < 2 * limits.jobs and limits.left() > MIN_BUILD_S:
+        with ThreadPoolExecutor(max_workers=limits.jobs) as build_pool, \
+                ThreadPoolExecutor(max_workers=limits.run_jobs) as run_pool:
+            building: dict[Future, tuple[Path, LoadedManifest, Path]] = {}
+            running: dict[Future, tuple[Path, LoadedManifest, Path, dict[str, BuildResult]]] = {}
+            while todo or building or running:
+                while todo and len(building) < 2 * limits.jobs and limits.left() > MIN_BUILD_S:
                     path, loaded = todo.popleft()
                     folder = work / loaded.name
                     folder.mkdir(mode=0o755)
-                    inflight[pool.submit(_build, loaded, folder, limits)] = (path, loaded, folder)
-                if not inflight:
+                    building[build_pool.submit(_build, loaded, folder, limits)] = (path, loaded, folder)
+                if not building and not running:
                     break  # the deadline: nothing more starts
-                finished, _ = wait(inflight, return_when=FIRST_COMPLETED)
-                for future in [f for f in inflight if f in finished]:  # in the order they started
-                    path, loaded, folder = inflight.pop(future)
-                    row = _triage_built(path, loaded, future, actor, say, limits)
-                    shutil.rmtree(folder, ignore_errors=True)
-                    if row is None:
-                        left_out.append(key(path))
+                finished, _ = wait([*building, *running], return_when=FIRST_COMPLETED)
+                for future in [f for f in building if f in finished]:  # in the order they started
+                    path, loaded, folder = building.pop(future)
+                    failed, built, needs_runs = _built(path, loaded, future, limits)
+                    if failed is not None or built is None or not needs_runs:
+                        record(path, loaded, folder, failed or (built and _triaged(path, loaded, actor, say, limits, built)))
                         continue
-                    rows.append(row)
-                    say(f"[{len(rows) - len(done)}/{total}, {time.monotonic() - started:.0f} s] {row['app']}: "
-                        f"{row['state']} ({row['code']})" + (f", built in {row['build_s']:.0f} s" if row.get("build_s")
-                                                             else ""))
-                    if save:
-                        save(report(rows, left_out + [key(p) for p, _ in todo]))
+                    running[run_pool.submit(_measure, loaded, built, folder, limits, profile)] = (path, loaded, folder, built)
+                for future in [f for f in running if f in finished]:
+                    path, loaded, folder, built = running.pop(future)
+                    try:
+                        measured = future.result()
+                    except Exception as error:  # noqa: BLE001  (one program's failure is its row, not the end of the call)
+                        row = _row(path, loaded.name, "triage_error", f"M1's runs raised {type(error).__name__}: {error}")
+                    else:
+                        row = measured and _triaged(path, loaded, actor, say, limits, built, measured)
+                    record(path, loaded, folder, row)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     result = report(rows, left_out + [key(p) for p, _ in todo])
     if save:
         save(result)
     return result
+
+
+class _PastDeadline(Exception):
+    """A run or profile that no longer fits before the deadline: the program is left for the next call."""
 
 
 def _build(loaded: LoadedManifest, folder: Path, limits: Limits) -> dict[str, BuildResult] | None:
@@ -144,25 +171,70 @@ def _build(loaded: LoadedManifest, folder: Path, limits: Limits) -> dict[str, Bu
     return built
 
 
-def _triage_built(path: Path, loaded: LoadedManifest, future: Future, actor: str, say: Callable[[str], None],
-                  limits: Limits) -> dict | None:
-    """M1 on a program whose build finished; None when it is left for the next call (its build
-    was cut by the deadline, or its runs would not fit in the time left)."""
+def _built(path: Path, loaded: LoadedManifest, future: Future, limits: Limits
+           ) -> tuple[dict | None, dict[str, BuildResult] | None, bool]:
+    """After a program's build: (its row when the build step raised, the builds (None: left for
+    the next call), whether M1 needs runs). A failed build, or a program this machine cannot
+    run, is decided without a run; the others are left for the next call when their runs would
+    not fit before the deadline."""
     try:
         built = future.result()
     except Exception as error:  # noqa: BLE001  (a bug in one build must not end the call: reported)
-        return _row(path, loaded.name, "triage_error", f"the build step raised {type(error).__name__}: {error}")
+        return _row(path, loaded.name, "triage_error", f"the build step raised {type(error).__name__}: {error}"), None, False
+    if built is None:
+        return None, None, False
+    if any(not b.ok for b in built.values()) or not runnable(loaded.manifest.architecture):
+        return None, built, False
+    return (None, built, True) if limits.left() >= _runs_s(loaded, limits) else (None, None, False)
+
+
+def _runs_s(loaded: LoadedManifest, limits: Limits) -> float:
+    """The time a program's runs may take at their limits, its profile included."""
     m = loaded.manifest
     run_s = min(m.run.timeout_s, limits.run_timeout_s or float("inf"))
-    profiled = limits.profile_timeout_s if limits.profile is not None and m.architecture == "cuda" else 0.0
-    runs = run_s * len(m.datasets) + profiled
-    if built is not None and (any(not b.ok for b in built.values()) or not runnable(m.architecture)):
-        runs = 0.0  # decided without a run
-    if built is None or limits.left() < runs:
+    return run_s * len(m.datasets) + (limits.profile_timeout_s if limits.profile and m.architecture == "cuda" else 0.0)
+
+
+def _one_at_a_time(limits: Limits) -> Profiler | None:
+    """The triage's profile hook, serialised (one GPU's counters serve one profiler at a time;
+    runs of other programs go on beside it) and refused when it no longer fits before the deadline."""
+    if limits.profile is None:
+        return None
+    lock = threading.Lock()
+
+    def profile(loaded, binary, dataset, scratch) -> dict:
+        with lock:
+            if limits.left() < limits.profile_timeout_s:
+                raise _PastDeadline
+            return limits.profile(loaded, binary, dataset, scratch)
+    return profile
+
+
+def _measure(loaded: LoadedManifest, built: dict[str, BuildResult], folder: Path, limits: Limits,
+             profile: Profiler | None) -> tuple[dict, dict[str, BuildResult]] | None:
+    """In a run worker (no ledger): M1's runs and profile (appgate.agent.measure_m1); None when
+    the deadline came first. With run_jobs > 1 the baseline ran beside other programs' runs on
+    the same GPU: its evidence says so (`concurrent_runs`), its times are a triage's, not a gate's."""
+    capped = capped_runs(loaded, limits.run_timeout_s)
+    if limits.left() < _runs_s(loaded, limits):
         return None
     try:
+        baseline, built = measure_m1(capped, folder, MIN_BASELINE_SECONDS, built,
+                                     profile if loaded.manifest.architecture == "cuda" else None)
+    except _PastDeadline:
+        return None
+    if limits.run_jobs > 1:
+        baseline["concurrent_runs"] = limits.run_jobs
+    return baseline, built
+
+
+def _triaged(path: Path, loaded: LoadedManifest, actor: str, say: Callable[[str], None], limits: Limits,
+             built: dict[str, BuildResult], measured: tuple[dict, dict[str, BuildResult]] | None = None) -> dict:
+    """The agent's M1 recorded (in this thread: every ledger write is), and the program's row."""
+    m = loaded.manifest
+    try:
         row = triage(path, actor, say, prebuilt=built, profile=limits.profile if m.architecture == "cuda" else None,
-                     run_timeout_s=limits.run_timeout_s)
+                     run_timeout_s=limits.run_timeout_s, measured=measured)
     except Exception as error:  # noqa: BLE001  (one program's failure is its row, not the end of the call)
         return _row(path, loaded.name, "triage_error", f"{type(error).__name__}: {error}")
     result = _row(path, row.name, row.state_code, row.state_reason, row.state)

@@ -22,6 +22,8 @@
 #   hecbench_import_h200.json   the import's report; hecbench_triage_h200.log  the progress lines
 # TRIAGE_SECONDS (default 540) is the call's budget from this script's start: the triage stops
 # starting builds and runs so that it ends, and the export is written, before the 600 s limit.
+# TRIAGE_RUN_JOBS (default 4) programs run side by side on the GPU (profiles one at a time; each
+# M1 says `concurrent_runs`: a triage's times, the gate times every program alone);
 # TRIAGE_RUN_TIMEOUT (default 30) caps each run; TRIAGE_RETRY=timed_out (with a longer cap)
 # triages again the resumed programs an earlier call's cap cut.
 set -uo pipefail
@@ -66,7 +68,7 @@ fi
 python3 manage.py appgate --actor agent:h200-triage suite import "$corpus" --suite hecbench --arch sm_90 \
     --only "$(paste -sd, "$corpus/PACKED")" --report "$out/hecbench_import_h200.json" 2>/dev/null | head -3 | tee -a "$log"
 python3 manage.py appgate --actor agent:h200-triage triage "$FORGESTENCIL_VAR_DIR/suites/hecbench/cuda" \
-    --jobs 14 --build-timeout 240 --run-timeout "${TRIAGE_RUN_TIMEOUT:-30}" --deadline $((budget - 20 - SECONDS)) \
+    --jobs 12 --run-jobs "${TRIAGE_RUN_JOBS:-4}" --build-timeout 240 --run-timeout "${TRIAGE_RUN_TIMEOUT:-30}" --deadline $((budget - 20 - SECONDS)) \
     ${resume:+--resume "$resume.json"} ${TRIAGE_RETRY:+--retry "$TRIAGE_RETRY"} \
     --report "$out/hecbench_triage_h200.json" 2>&1 >/dev/null | tee -a "$log"
 status=${PIPESTATUS[0]}

@@ -1,5 +1,5 @@
 """The triage at scale (appgate/triage.py, docs/appgate.md#triage): parallel builds, runs one at
-a time, a report saved after every program and resumed by a later call, per-program time limits
+a time or `run_jobs` at a time, a report saved after every program and resumed by a later call, per-program time limits
 and a deadline. On a small suite in HeCBench's layout written for the test (C programs of the
 `omp` model stand in for CUDA ones: the scheduling is the same), each program's outcome fixed by
 its source, never by this machine's speed."""
@@ -117,6 +117,31 @@ def test_builds_run_side_by_side_with_jobs_2(ledger, manifests, monkeypatch):
     paths = [p for p in manifest_paths([str(manifests)]) if "good" in p.name]
     report = triage_all(paths, "agent:test", limits=Limits(jobs=2, **LIMITS))
     assert states(report) == {app: EXPECTED[app] for app in ("synth-good-omp", "synth-also-good-omp")}
+
+
+def test_runs_of_two_programs_go_side_by_side_with_run_jobs_2_and_their_evidence_says_so(ledger, manifests, monkeypatch):
+    """The first two programs' runs wait for each other: with two run threads both pass (one at
+    a time, the first would wait in vain and fail); the states are the serial ones, and M1's
+    evidence records that the baseline ran beside another (its times are a triage's)."""
+    met, real_run = threading.Barrier(2, timeout=120), triage_module.measure_m1
+    calls = []
+
+    def meeting_measure(loaded, *args, **kwargs):
+        calls.append(loaded.name)
+        if len(calls) <= 2:
+            met.wait()
+        return real_run(loaded, *args, **kwargs)
+
+    monkeypatch.setattr(triage_module, "measure_m1", meeting_measure)
+    paths = [p for p in manifest_paths([str(manifests)]) if p.name in
+             ("synth-good-omp.yaml", "synth-also-good-omp.yaml", "synth-failing-omp.yaml", "synth-broken-omp.yaml")]
+    report = triage_all(paths, "agent:test", limits=Limits(jobs=2, run_jobs=2, **LIMITS))
+    assert states(report) == {app: EXPECTED[app] for app in
+                              ("synth-good-omp", "synth-also-good-omp", "synth-failing-omp", "synth-broken-omp")}
+    assert sorted(calls) == ["synth-also-good-omp", "synth-failing-omp", "synth-good-omp"]  # a failed build needs no run
+    m1 = [e.data["evidence"] for e in stream_events("app/synth-good-omp") if e.type == "AppMilestoneReached"]
+    assert [evidence["concurrent_runs"] for evidence in m1] == [2]
+    assert not any(t.name.startswith("ThreadPoolExecutor") for t in threading.enumerate())  # both pools shut down
 
 
 def test_a_deadline_too_close_for_a_build_starts_nothing_and_lists_every_program_as_not_triaged(ledger, manifests):

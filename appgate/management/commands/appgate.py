@@ -53,7 +53,9 @@ class Command(BaseCommand):
         triage.add_argument("--resume", help="a report of an earlier triage: its programs are kept and not triaged again")
         triage.add_argument("--retry", default="", help="comma-separated reason codes whose resumed programs are triaged "
                                                          "again, e.g. timed_out with a longer --run-timeout")
-        triage.add_argument("--jobs", type=int, default=1, help="baselines built in parallel (runs go one at a time)")
+        triage.add_argument("--jobs", type=int, default=1, help="baselines built in parallel")
+        triage.add_argument("--run-jobs", type=int, default=1,
+                            help="programs run side by side on the machine (default one at a time; profiles always are)")
         triage.add_argument("--deadline", type=float, help="seconds from now after which no build or run is started "
                                                             "that could end past it; the rest is listed as not triaged")
         triage.add_argument("--build-timeout", type=float, help="cap on each build's time limit, in seconds")
@@ -133,8 +135,8 @@ class Command(BaseCommand):
             self.stdout.write(f"  {event.data['app']}: {event.data['state']} ({event.data['code']})")
 
     def do_triage(self, options) -> None:
-        if options["jobs"] < 1:
-            raise CommandError("--jobs must be 1 or more")
+        if options["jobs"] < 1 or options["run_jobs"] < 1:
+            raise CommandError("--jobs and --run-jobs must be 1 or more")
         resumed = None
         if options["resume"]:
             try:
@@ -144,7 +146,8 @@ class Command(BaseCommand):
         tool = profiler.available() if options["profiler"] == "auto" else None if options["profiler"] == "none" \
             else options["profiler"]
         profile_s = (options["run_timeout"] or 120.0) + profiler.OVERHEAD_S
-        limits = Limits(jobs=options["jobs"], build_timeout_s=options["build_timeout"], run_timeout_s=options["run_timeout"],
+        limits = Limits(jobs=options["jobs"], run_jobs=options["run_jobs"], build_timeout_s=options["build_timeout"],
+                        run_timeout_s=options["run_timeout"],
                         profile=profiler.profiler(tool, profile_s), profile_timeout_s=profile_s,
                         deadline=time.monotonic() + options["deadline"] if options["deadline"] else None)
         self._progress(f"hotspot share of CUDA programs: {tool or 'unknown (no nsys or ncu here)'}")
