@@ -21,8 +21,8 @@ from ledger.transfer import import_ledger
 from tests.frontend.test_pages_case import figures
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "benchmarks"
-TRIAGE = DOCS / "hecbench_triage_h200_1.jsonl"
-REPORT = DOCS / "hecbench_triage_h200_1.json"
+TRIAGE = DOCS / "hecbench_triage_h200_4.jsonl"
+REPORT = DOCS / "hecbench_triage_h200_4.json"
 BUNDLED_H200 = DOCS / "appgate_h200_hardened.jsonl"
 
 

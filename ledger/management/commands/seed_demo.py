@@ -35,7 +35,7 @@ COMMITTED_EXPORTS = (
     "docs/benchmarks/appgate_h200_hardened.jsonl",
     # Issue 18: HeCBench's CUDA programs imported (AppRegistered each) and triaged on the H200
     # (their states with reason codes); each later device call's export continues this ledger.
-    "docs/benchmarks/hecbench_triage_h200_1.jsonl",
+    "docs/benchmarks/hecbench_triage_h200_4.jsonl",
     "docs/benchmarks/forge_h200_levers.jsonl",
 )
 SHIPPED_EXPORTS = "fixtures/ledgers"
