@@ -22,13 +22,14 @@ from pathlib import Path
 from typing import Any, Callable, NamedTuple
 
 from forge.proposers.base import GenerationFailure
+from ledger.selectors import stream_events
 from ledger.services import NewEvent, append
 
 from . import builds, runner
 from .builds import BuildResult
 from .manifest import LoadedManifest
 from .models import AppRow
-from .proposers import AnthropicAppProposer, AppCandidate, external_candidate, unified_patch
+from .proposers import AnthropicAppProposer, AppCandidate, PatchProposer, external_candidate, unified_patch
 from .services import (AppGateError, AppGateOutcome, AppProtocol, gate_run_held, machine, record_candidate, register,
                        run_gate, state_code)
 from .verdicts import state_after
@@ -65,7 +66,7 @@ def _state(app: str, state: str, reason: str, actor: str, code: str | None = Non
 
 
 def run_agent(manifest: str | Path, actor: str, kernel_rounds: int = 0, protocol: AppProtocol | None = None,
-              progress: Callable[[str], None] | None = None, proposer: AnthropicAppProposer | None = None) -> AppRow:
+              progress: Callable[[str], None] | None = None, proposer: AnthropicAppProposer | PatchProposer | None = None) -> AppRow:
     """Drive one application through M1..M4. The candidate comes from `proposer` (a patch to the
     application) or, without one, from the `external` proposer: the variant already present in
     the source, selected by the manifest's switch; M2b's kernel, where the manifest names the
@@ -97,8 +98,13 @@ def run_agent(manifest: str | Path, actor: str, kernel_rounds: int = 0, protocol
         _milestone(name, "M2a", f"candidate from the {candidate.proposer} proposer: {candidate.subject}", actor,
                    {"proposer": candidate.proposer, "hypothesis": candidate.hypothesis, "candidate_event": candidate_event,
                     "switch": loaded.manifest.switch.model_dump(), "usage": candidate.usage})
-        say(f"M2b: the Kernel Agent on {case}")
-        detail, evidence, kernel = _kernel_agent(case, loaded.manifest.architecture, kernel_rounds, actor)
+        if case is None:  # an outside program's hot kernel (profiled) is not one of the forge's operator cases
+            detail, evidence, kernel = (f"no operator case: the hotspot ({baseline['hotspot']}) is none of the forge's "
+                                        "cases, so no forged kernel is taken back; the candidate is gated as it is",
+                                        {"case": None}, None)
+        else:
+            say(f"M2b: the Kernel Agent on {case}")
+            detail, evidence, kernel = _kernel_agent(case, loaded.manifest.architecture, kernel_rounds, actor)
         if kernel is not None:
             spliced, why = _splice(loaded, kernel, candidate, actor)
             detail += f"; {why}"
@@ -182,6 +188,10 @@ def _m1(loaded, scratch: Path | None, actor: str, min_seconds: float = 0.0, preb
     baseline, built = measured or measure_m1(loaded, scratch, min_seconds, prebuilt, profile)
     if baseline["problem"]:
         return baseline, built, Exit("BLOCKED", f"M1: {baseline['problem']}", baseline["code"])
+    if baseline["hotspot_fraction"] is None and "profile" not in baseline and profile is None:
+        earlier = earlier_profile(name, m.source.baseline_files)
+        if earlier is not None:
+            baseline["profile"], baseline["hotspot_fraction"] = earlier, earlier["share"]
     profiled, fraction = baseline.get("profile") or {}, baseline["hotspot_fraction"]
     # the hot loop: the manifest's operator case, else (a triage) the profile's top kernel
     hot = baseline["hotspot"] = m.hotspot.case or (f"kernel {profiled['top'][0]['name']} ({profiled['tool']})"
@@ -195,6 +205,21 @@ def _m1(loaded, scratch: Path | None, actor: str, min_seconds: float = 0.0, preb
                                      f"{MIN_HOTSPOT_FRACTION:.0%} of the time (measured: "
                                      f"{'none' if fraction is None else f'{fraction:.0%}'}){why}", code)
     return baseline, built, None
+
+
+def earlier_profile(app: str, baseline_files: dict[str, str]) -> dict | None:
+    """The hotspot profile of this app's latest M1 that measured one (a triage's, on the GPU) on
+    the same baseline files (the registration before it declared the same sha256s), named by its
+    event; None when there is none. The agent on a program without a hotspot pattern takes it
+    rather than profile again (a profiled run is a minute of the device)."""
+    found, files = None, None
+    for event in stream_events(f"app/{app}"):
+        if event.type == "AppRegistered":
+            files = event.data["manifest"]["source"]["baseline_files"]
+        elif (event.type == "AppMilestoneReached" and event.data["milestone"] == "M1" and files == baseline_files
+              and (event.data["evidence"].get("profile") or {}).get("share") is not None):
+            found = {**event.data["evidence"]["profile"], "from_event": str(event.event_id)}
+    return found
 
 
 def _build_failed(built: BuildResult) -> Exit:

@@ -1,22 +1,29 @@
 """Where the App Agent's candidate comes from (design.md §7): `external`, the variant already in
-the source behind the manifest's switch, or `anthropic`, a patch to the application proposed by
-Claude. A patch is kept as the full new text of each changed file (what the gate builds) and as
+the source behind the manifest's switch; `anthropic`, a patch to the application proposed by
+Claude; or `patch`, a forged variant written outside the agent and kept as a unified diff
+against the baseline (fixtures/forged/<suite>/<program>/: candidate.patch and candidate.yaml). A patch is kept as the full new text of each changed file (what the gate builds) and as
 a unified diff (what a reviewer reads); only files the manifest hashes as the baseline may change,
 and the baseline itself is always built from the untouched original.
 """
 from __future__ import annotations
 
 import difflib
+import hashlib
 import json
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from forge.proposers.anthropic_proposer import ClaudeMessages
+import yaml
 
+from forge.proposers.anthropic_proposer import ClaudeMessages
+from forge.proposers.base import GenerationFailure
+
+from . import diffs
 from .manifest import LoadedManifest
 
-PROPOSERS = ("external", "anthropic")
+PROPOSERS = ("external", "anthropic", "patch")
 MAX_FILE_CHARS = 60_000  # a larger file is shown to the model cut, and cannot be proposed whole
 
 # ```lang file=PATH ... ``` (the closing fence on a line of its own)
@@ -137,3 +144,43 @@ class AnthropicAppProposer(ClaudeMessages):
         except ValueError as error:
             raise self.unparsed(error, raw, usage, stop_reason) from None
         return AppCandidate("anthropic", subject, hypothesis, files, unified_patch(loaded, files), usage)
+
+
+class PatchProposer:
+    """A forged variant written outside the agent: `folder` holds candidate.patch (a unified diff
+    of the baseline files, paths relative to the manifest's source folder, `a/` and `b/`) and
+    candidate.yaml (subject, hypothesis, risk). Both are read when the proposer is made (a
+    missing or malformed file is refused before any gate run); the patch is applied to the
+    manifest's baseline files when the agent asks, strictly (appgate.diffs), and the candidate
+    names the patch file and its sha256."""
+
+    name = "patch"
+
+    def __init__(self, folder: str | Path) -> None:
+        self.folder = Path(folder)
+        try:
+            self.text = (self.folder / "candidate.patch").read_text()
+            claims = yaml.safe_load((self.folder / "candidate.yaml").read_text())
+        except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
+            raise ValueError(f"{self.folder}: needs candidate.patch and candidate.yaml ({error})") from None
+        if not isinstance(claims, dict) or not all(isinstance(claims.get(k), str) and claims[k].strip()
+                                                   for k in ("subject", "hypothesis")):
+            raise ValueError(f"{self.folder / 'candidate.yaml'}: needs non-empty strings 'subject' and 'hypothesis'")
+        diffs.parse(self.text)  # a malformed patch is refused now, not after M1
+        self.subject = " ".join(claims["subject"].split())
+        risk = f" Risk: {' '.join(claims['risk'].split())}" if isinstance(claims.get("risk"), str) else ""
+        self.hypothesis = (f"{' '.join(claims['hypothesis'].split())}{risk} (patch {self.folder / 'candidate.patch'}, "
+                           f"sha256 {hashlib.sha256(self.text.encode()).hexdigest()[:16]})")
+
+    def propose(self, loaded: LoadedManifest, baseline: dict[str, Any]) -> AppCandidate:
+        allowed = loaded.manifest.source.baseline_files
+        try:
+            outside = sorted(set(diffs.parse(self.text)) - set(allowed))
+            if outside:
+                raise ValueError(f"{', '.join(outside)}: not among the baseline files ({', '.join(sorted(allowed))})")
+            files = diffs.apply({path: (loaded.source_dir / path).read_text() for path in diffs.parse(self.text)},
+                                self.text)
+        except (ValueError, OSError, UnicodeDecodeError) as error:
+            raise GenerationFailure(f"the patch does not apply to {loaded.name}'s baseline: {error}", kind="malformed",
+                                    raw=self.text) from None
+        return AppCandidate("patch", self.subject, self.hypothesis, files, unified_patch(loaded, files))

@@ -14,7 +14,7 @@ from appgate.agent import run_agent
 from forge.proposers.base import ProposerUnavailable
 from appgate.manifest import ManifestError
 from appgate.models import AppRow
-from appgate.proposers import PROPOSERS, AnthropicAppProposer
+from appgate.proposers import PROPOSERS, AnthropicAppProposer, PatchProposer
 from appgate.services import (AppGateError, AppProtocol, machine, register, rerun, run_gate, settle_state,
                               settle_unsettled)
 from appgate.suites.importer import ADAPTERS, SuiteImportError, import_suite
@@ -42,7 +42,9 @@ class Command(BaseCommand):
         agent.add_argument("manifest")
         agent.add_argument("--proposer", choices=PROPOSERS, default="external",
                            help="external: the variant behind the manifest's switch (default); anthropic: a patch "
-                                "proposed by Claude (needs ANTHROPIC_API_KEY)")
+                                "proposed by Claude (needs ANTHROPIC_API_KEY); patch: the forged variant in --patch")
+        agent.add_argument("--patch", help="with --proposer patch: a folder holding candidate.patch (a unified diff of "
+                                           "the baseline files) and candidate.yaml (subject, hypothesis, risk)")
         agent.add_argument("--kernel-rounds", type=int, default=0, help="rounds of the Kernel Agent on the hotspot case (M2b)")
         agent.add_argument("--passes", type=int, default=AppProtocol.passes, help="interleaved timing passes (default 7)")
         triage = actions.add_parser("triage", help="the App Agent's M1 alone on each manifest: BLOCKED, OUT_OF_SCOPE "
@@ -118,9 +120,12 @@ class Command(BaseCommand):
     def do_agent(self, options) -> None:
         if options["kernel_rounds"] < 0:
             raise CommandError("--kernel-rounds must be 0 or more")
+        if (options["proposer"] == "patch") != bool(options["patch"]):
+            raise CommandError("--patch FOLDER goes with --proposer patch, and only with it")
         try:
-            proposer = AnthropicAppProposer() if options["proposer"] == "anthropic" else None
-        except ProposerUnavailable as error:
+            proposer = (AnthropicAppProposer() if options["proposer"] == "anthropic"
+                        else PatchProposer(options["patch"]) if options["proposer"] == "patch" else None)
+        except (ProposerUnavailable, ValueError) as error:
             raise CommandError(str(error)) from None
         row = run_agent(options["manifest"], options["actor"], options["kernel_rounds"], self._protocol(options), self._progress,
                         proposer)
