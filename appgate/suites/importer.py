@@ -68,7 +68,7 @@ def import_suite(path: str | Path, suite: str, *, root_name: str | None = None, 
     entries, apps = [], set()
     for name in names:
         program = adapter.infer(root, name, options, upstream)
-        declared = _declare_comparison(program, DECLARED_COMPARISONS / suite / "compare")
+        declared = _declare_comparison(program, DECLARED_COMPARISONS / suite / "compare", root_name)
         app = program.manifest["name"] if program.manifest else None
         if app is not None and app in apps:
             program.refuse("name_collision", f"another program of this import is already named {app}")
@@ -87,12 +87,15 @@ def import_suite(path: str | Path, suite: str, *, root_name: str | None = None, 
     return _report(entries, suite=suite, options=options, root=path, upstream=upstream, out=folder)
 
 
-def _declare_comparison(program: Program, folder: Path) -> str:
-    """The program's comparison declared by hand, if its file exists (folder/<folder name>.yaml: a
-    list of `compare` items, or `no_comparison: why`), put in its manifest in place of what was
-    inferred; returns the file (relative to the project) and its sha256, or "" when none."""
-    path = folder / f"{Path(program.folder).name or program.name}.yaml"
-    if program.manifest is None or not path.is_file():
+def _declare_comparison(program: Program, folder: Path, root_name: str) -> str:
+    """The program's comparison declared by hand, if its file exists (folder/<app>.yaml, <app> the
+    application's name without the root's: `matrixt-cuda` for hecbench-matrixt-cuda; a list of
+    `compare` items, or `no_comparison: why`), put in its manifest in place of what was inferred;
+    returns the file (relative to the project) and its sha256, or "" when none."""
+    if program.manifest is None:
+        return ""
+    path = folder / f"{program.manifest['name'].removeprefix(root_name + '-')}.yaml"
+    if not path.is_file():
         return ""
     try:
         declared = yaml.safe_load(path.read_text())

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# Run ON the GPU device machine: the App Agent with the `patch` proposer on every forged HeCBench
+# program (fixtures/forged/hecbench/<app>/: candidate.patch, candidate.yaml; <app> the application's
+# name without "hecbench-", e.g. matrixt-cuda for upstream's src/matrixT-cuda), each gated against
+# its own upstream code (issue 18, docs/appgate.md#forged-programs), in one call of at most 10
+# minutes, resumable by the next.
+#
+#   here:    the same preparation as scripts/h200_triage.sh (device_wheels, pack_suite.py, a trusted key)
+#   device:  run(command="bash scripts/h200_forge_apps.sh [PREFIX]",
+#                carry=["device_wheels", "device_carry/bwrap", "device_carry/keys", "device_carry/hecbench"])
+#
+# PREFIX (default docs/benchmarks/hecbench_triage_h200_4): the ledger export to continue, without
+# its suffix (PREFIX.jsonl), restored first: the triage's ledger, whose M1 profiles the agent takes
+# (the same baseline files: no profiling again); a later call gives the previous call's export.
+# Programs that already have a gate verdict in it are not gated again. The import re-registers
+# the forged programs whose manifests changed (a comparison declared in fixtures/suites/hecbench/compare/).
+# Writes to $OUT: hecbench_forged_h200.jsonl (the whole ledger's export, signed with the carried
+# key), hecbench_forged_h200.json (per forged program: state, verdict, headline, CI, REAL) and
+# hecbench_forged_h200.log. FORGE_SECONDS (default 540): the call's budget; no program starts with
+# less than FORGE_MIN_S (default 100) left, and each is cut at the time left less 40 s.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+budget=${FORGE_SECONDS:-540}
+least=${FORGE_MIN_S:-100}
+resume=${1:-docs/benchmarks/hecbench_triage_h200_4}
+out=${OUT:-.}
+tarball=device_carry/hecbench/hecbench.tar.xz
+[ -f "$tarball" ] || { echo "$tarball is missing: run scripts/pack_suite.py here and carry device_carry/hecbench" >&2; exit 1; }
+[ -f "$resume.jsonl" ] || { echo "$resume.jsonl is missing: give a committed ledger export without its suffix" >&2; exit 1; }
+key=$(ls device_carry/keys/publication.key device_carry/keys/*.seed 2>/dev/null | head -1)
+[ -n "$key" ] || { echo "a trusted publication key is needed in device_carry/keys/ to sign the export" >&2; exit 1; }
+source scripts/device_env.sh || exit 1
+LEDGER_SIGNING_KEY=$(cat "$key")
+export LEDGER_SIGNING_KEY
+corpus=$(mktemp -d /tmp/hecbench-XXXXXX)
+tar -xJf "$tarball" -C "$corpus" || exit 1
+export FORGESTENCIL_SUITE_ROOTS="hecbench=$corpus"
+log="$out/hecbench_forged_h200.log"
+manifests="$FORGESTENCIL_VAR_DIR/forged"
+forged=$(cd fixtures/forged/hecbench && ls -d */ | tr -d /)
+{
+    nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader || true
+    nvcc --version | tail -1
+    echo "forged programs: $(echo $forged); resume: $resume"
+} 2>&1 | tee "$log"
+python3 manage.py migrate --noinput -v 0 || exit 1
+python3 manage.py ledger restore "$resume.jsonl" 2>&1 | tail -1 | tee -a "$log" || exit 1
+# every packed program, as the triage imported them (unchanged manifests record nothing): a forged
+# folder is named by its application (hecbench-<folder>), which upstream's name need not spell alike
+python3 manage.py appgate --actor agent:h200-forge suite import "$corpus" --suite hecbench --arch sm_90 \
+    --only "$(paste -sd, "$corpus/PACKED")" --out "$manifests" 2>/dev/null | head -1 | tee -a "$log"
+gated=$(python3 manage.py shell -c "
+from appgate.models import AppRow
+print(' '.join(row.name for row in AppRow.objects.exclude(verdict='')))")
+for program in $forged; do
+    app="hecbench-$program"
+    case " $gated " in *" $app "*) echo "$app: gated in $resume, not again" | tee -a "$log"; continue ;; esac
+    left=$((budget - SECONDS))
+    if [ "$left" -lt "$least" ]; then
+        echo "$app: left for the next call ($left s left)" | tee -a "$log"
+        continue
+    fi
+    echo "[$SECONDS s] $app" | tee -a "$log"
+    timeout --kill-after=10 $((left - 40)) python3 manage.py appgate --actor agent:h200-forge agent "$manifests/$app.yaml" \
+        --proposer patch --patch "fixtures/forged/hecbench/$program" 2>&1 | tail -8 | tee -a "$log"
+done
+python3 manage.py ledger export --out "$out/hecbench_forged_h200.jsonl" 2>&1 | tail -1 | tee -a "$log"
+python3 manage.py shell -c "
+import json
+from appgate.models import AppRow
+names = ['hecbench-' + p for p in '''$forged'''.split()]
+rows = {row.name: {'state': row.state, 'code': row.state_code, 'verdict': row.verdict, 'status': row.status,
+                   'headline': row.headline, 'ci': row.headline_ci, 'real': row.real, 'amdahl_ceiling': row.amdahl_ceiling,
+                   'reason': row.state_reason} for row in AppRow.objects.filter(name__in=names)}
+json.dump(rows, open('$out/hecbench_forged_h200.json', 'w'), indent=1, sort_keys=True)
+for name, row in sorted(rows.items()):
+    print(name, row['state'], row['verdict'] or '-', row['headline'], 'REAL' if row['real'] else '')
+" 2>&1 | tee -a "$log"
+echo "${SECONDS} s in all" | tee -a "$log"
