@@ -1,0 +1,60 @@
+"""The forged HeCBench programs as they ship (fixtures/forged/hecbench/<app>/, issue 18): each is a
+patch proposer that loads, whose patch applies to the upstream checkout's baseline files as the
+gate would apply it, keeps upstream's code behind the `-DFORGED` switch, and has a comparison
+declared in fixtures/suites/hecbench/compare/ (or says why none); whether each is right and faster
+is the H200 gate's to say (scripts/h200_forge_apps.sh), never this test's."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from appgate import diffs
+from appgate.manifest_checks import Comparison
+from appgate.proposers import PatchProposer
+
+ROOT = Path(__file__).resolve().parents[2]
+FORGED = sorted((ROOT / "fixtures" / "forged" / "hecbench").iterdir()) if (ROOT / "fixtures" / "forged").is_dir() else []
+DECLARED = ROOT / "fixtures" / "suites" / "hecbench" / "compare"
+CORPUS = Path("/work/shared/corpora/hecbench/src")
+
+
+def upstream_folder(app: str) -> Path:
+    """The program's folder in the checkout: the application's name is its folder's in lower case."""
+    return next(folder for folder in CORPUS.iterdir() if folder.name.lower() == app)
+
+
+def test_there_are_forged_programs():
+    assert len(FORGED) >= 1
+
+
+@pytest.mark.parametrize("folder", FORGED, ids=[f.name for f in FORGED])
+def test_a_forged_program_loads_and_says_what_it_changes(folder):
+    proposer = PatchProposer(folder)
+    assert proposer.subject and "sha256 " in proposer.hypothesis
+    assert all(path == Path(path).name or "/" in path for path in diffs.parse(proposer.text))
+
+
+@pytest.mark.skipif(not CORPUS.is_dir(), reason=f"the HeCBench corpus is not at {CORPUS}")
+@pytest.mark.parametrize("folder", FORGED, ids=[f.name for f in FORGED])
+def test_a_forged_patch_applies_to_upstream_and_keeps_its_code_behind_the_switch(folder):
+    source = upstream_folder(folder.name)
+    text = (folder / "candidate.patch").read_text()
+    files = diffs.apply({path: (source / path).read_text() for path in diffs.parse(text)}, text)
+    for path, patched in files.items():
+        assert re.search(r"^#\s*if(?:def)?\s+(?:defined\s*\(?\s*)?FORGED\b", patched, re.MULTILINE), path
+        # without the flag the preprocessor sees upstream's code: every removed line is back in an #else
+        removed = [line[1:].strip() for line in text.splitlines() if line.startswith("-") and not line.startswith("---")]
+        assert all(line in patched for line in removed if line), path
+
+
+@pytest.mark.parametrize("folder", FORGED, ids=[f.name for f in FORGED])
+def test_each_forged_program_has_a_declared_comparison_or_says_why_not(folder):
+    declared = yaml.safe_load((DECLARED / f"{folder.name}.yaml").read_text())
+    if isinstance(declared, dict):
+        assert len(declared["no_comparison"]) >= 10
+    else:
+        for item in declared:
+            Comparison.model_validate(item)
