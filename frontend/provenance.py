@@ -335,7 +335,10 @@ def application_chain(app: str) -> dict[str, Any]:
                "source_hashes": e.data["source_hashes"]}
               for e in own if e.type == "AppVariantBuilt" and e.event_id in evidence]
     registered = [e for e in own if e.type == "AppRegistered"]
+    proposed = next((e for e in own if e.type == "AppCandidateProposed"
+                     and verdict is not None and str(e.event_id) == verdict.data.get("candidate")), None)
     shown = [*registered, *(e for e in own if e.type in ("AppMilestoneReached", "AppStateChanged", "AppGateVerdict")),
+             *([proposed] if proposed else []),
              *(e for e in own if e.event_id in evidence), *revisions]
     events = _event_list(shown)
     data = verdict.data if verdict else {}
@@ -362,6 +365,9 @@ def application_chain(app: str) -> dict[str, Any]:
                    "ceiling": data.get("amdahl_ceiling"), "limit": data.get("amdahl_limit"),
                    "problem": ceiling_problem(data.get("headline"), data.get("amdahl_ceiling"))},
         "datasets": datasets, "builds": builds,
+        # the judged candidate: a patch (its diff against the upstream baseline) or, None, the switch's variant
+        "candidate": {**_stamp(proposed), **{k: proposed.data[k] for k in ("proposer", "subject", "hypothesis", "patch")}}
+        if proposed else None,
         "history": history(merged, "headline"),
         "events": events,
         **_verification(events),

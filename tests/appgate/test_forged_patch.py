@@ -96,7 +96,7 @@ def test_a_declared_comparison_replaces_the_inferred_none_and_the_manifest_says_
 
 
 
-def test_a_forged_patch_is_gated_against_the_untouched_program_and_integrated(manifest, tmp_path):
+def test_a_forged_patch_is_gated_against_the_untouched_program_and_integrated(manifest, tmp_path, client):
     row = run_agent(manifest, "agent:test", protocol=QUICK, proposer=PatchProposer(forged(tmp_path / "f", FASTER)))
     assert (row.state, row.verdict, row.real) == ("INTEGRATED", "admitted", True)
     assert row.headline == pytest.approx(2.0)  # the program's own clock: 8 ms against 4 ms
@@ -108,6 +108,9 @@ def test_a_forged_patch_is_gated_against_the_untouched_program_and_integrated(ma
     assert proposed["proposer"] == "patch" and proposed["subject"] == "the kernel at half the time"
     assert "+#ifdef FORGED" in proposed["patch"] and proposed["files"]["main.c"] == FASTER
     assert "sha256 " in proposed["hypothesis"] and "Risk: none here" in proposed["hypothesis"]
+    page = client.get("/apps/synth-stencil-omp/").content.decode()  # the reviewer's view: the diff it was judged on
+    diff = page.split('<pre id="candidate-diff">')[1].split("</pre>")[0]
+    assert "+#ifdef FORGED" in diff and "+  ms = ms / 2;" in diff and "--- a/main.c" in diff
 
 
 def test_a_forged_patch_that_changes_the_result_is_rejected_by_the_declared_comparison(manifest, tmp_path):
