@@ -58,7 +58,7 @@ def manifest(ledger, tmp_path, monkeypatch) -> Path:
     root = write_suite(tmp_path / "suite", "omp", {"stencil": ({"regex": TIMED, "args": ["8"]}, STENCIL, "8")})
     (tmp_path / "declared" / "hecbench" / "compare").mkdir(parents=True)
     (tmp_path / "declared" / "hecbench" / "compare" / "stencil-omp.yaml").write_text(DECLARED)
-    monkeypatch.setattr(importer, "DECLARED_COMPARISONS", tmp_path / "declared")
+    monkeypatch.setattr(importer, "DECLARED", tmp_path / "declared")
     monkeypatch.setenv(SUITE_ROOTS_ENV, f"synth={root}")
     report = import_suite(root, "hecbench", root_name="synth", model="omp", out=tmp_path / "m", actor="user:test")
     assert report["counts"]["imported"] == 1
@@ -76,7 +76,7 @@ def test_a_declared_comparison_replaces_the_inferred_none_and_the_manifest_says_
         ledger, tmp_path, monkeypatch):
     root = write_suite(tmp_path / "suite", "omp", {"stencil": ({"regex": TIMED, "args": ["8"]}, STENCIL, "8")})
     monkeypatch.setenv(SUITE_ROOTS_ENV, f"synth={root}")
-    monkeypatch.setattr(importer, "DECLARED_COMPARISONS", tmp_path / "declared")
+    monkeypatch.setattr(importer, "DECLARED", tmp_path / "declared")
     import_suite(root, "hecbench", root_name="synth", model="omp", out=tmp_path / "m", actor="user:test")
     inferred = load_manifest(tmp_path / "m" / "synth-stencil-omp.yaml").manifest.correctness
     assert inferred.compare in (None, []) and inferred.no_comparison
@@ -137,3 +137,22 @@ def test_the_command_refuses_a_patch_folder_without_its_claims_before_any_run(ma
     with pytest.raises(CommandError, match="--patch FOLDER goes with --proposer patch"):
         call_command("appgate", "agent", str(manifest), "--patch", str(folder))
     assert AppRow.objects.get(name="synth-stencil-omp").state == "RESEARCH"  # nothing ran
+
+
+def test_a_declared_larger_dataset_is_added_after_upstreams_and_a_name_clash_refused(ledger, tmp_path, monkeypatch):
+    root = write_suite(tmp_path / "suite", "omp", {"stencil": ({"regex": TIMED, "args": ["8"]}, STENCIL, "8")})
+    monkeypatch.setenv(SUITE_ROOTS_ENV, f"synth={root}")
+    monkeypatch.setattr(importer, "DECLARED", tmp_path / "declared")
+    (tmp_path / "declared" / "hecbench" / "datasets").mkdir(parents=True)
+    declared = tmp_path / "declared" / "hecbench" / "datasets" / "stencil-omp.yaml"
+    declared.write_text("# sized for the GPU: 64 times upstream's\n- name: large\n  args: '512'\n")
+    report = import_suite(root, "hecbench", root_name="synth", model="omp", out=tmp_path / "m", actor="user:test")
+    assert report["programs"][0]["datasets"] == ["test", "large"]
+    manifest = tmp_path / "m" / "synth-stencil-omp.yaml"
+    assert "# datasets declared by hand: " in manifest.read_text()
+    assert [d.args for d in load_manifest(manifest).manifest.datasets] == ["8", "512"]
+
+    declared.write_text("- name: test\n  args: '512'\n")
+    report = import_suite(root, "hecbench", root_name="synth", model="omp", out=tmp_path / "m", actor="user:test")
+    assert report["programs"][0]["refusals"] == [{"code": "invalid_declared_datasets", "detail":
+                                                  "stencil-omp.yaml: dataset names already inferred from upstream: test"}]
