@@ -13,7 +13,7 @@
 # its suffix (PREFIX.jsonl), restored first: the triage's ledger, whose M1 profiles the agent takes
 # (the same baseline files: no profiling again); a later call gives the previous call's export.
 # Programs that already have a gate verdict in it are not gated again. The import re-registers
-# the forged programs whose manifests changed (a comparison declared in fixtures/suites/hecbench/compare/).
+# the forged programs whose manifests changed (a comparison or datasets declared in fixtures/suites/hecbench/).
 # Writes to $OUT: hecbench_forged_h200.jsonl (the whole ledger's export, signed with the carried
 # key), hecbench_forged_h200.json (per forged program: state, verdict, headline, CI, REAL) and
 # hecbench_forged_h200.log. FORGE_SECONDS (default 540): the call's budget; no program starts with
