@@ -101,18 +101,24 @@ def test_programs_that_timed_out_are_triaged_again_when_resumed_with_retry(ledge
     assert {app for app, n in before.items() if state_events(app) != n} == {"synth-hangs-omp"}  # it alone again
 
 
-def test_builds_run_side_by_side_with_jobs_2(ledger, manifests, monkeypatch):
-    """The first two builds wait for each other: with two build threads both pass, one by one
-    the first would wait in vain (and the program would be reported as a triage error)."""
-    met, real_build = threading.Barrier(2, timeout=120), triage_module.builds.build
-    calls = []
+def first_two_meet(real):
+    """`real` (a function of a loaded manifest first) wrapped so that its first two calls wait for
+    each other (a barrier): they pass only when two threads call it side by side. Also returns
+    the names of the manifests it was called on."""
+    met, calls = threading.Barrier(2, timeout=120), []
 
-    def meeting_build(loaded, *args, **kwargs):
+    def meeting(loaded, *args, **kwargs):
         calls.append(loaded.name)
         if len(calls) <= 2:
             met.wait()
-        return real_build(loaded, *args, **kwargs)
+        return real(loaded, *args, **kwargs)
+    return meeting, calls
 
+
+def test_builds_run_side_by_side_with_jobs_2(ledger, manifests, monkeypatch):
+    """The first two builds wait for each other: with two build threads both pass, one by one
+    the first would wait in vain (and the program would be reported as a triage error)."""
+    meeting_build, _ = first_two_meet(triage_module.builds.build)
     monkeypatch.setattr(triage_module.builds, "build", meeting_build)
     paths = [p for p in manifest_paths([str(manifests)]) if "good" in p.name]
     report = triage_all(paths, "agent:test", limits=Limits(jobs=2, **LIMITS))
@@ -123,15 +129,7 @@ def test_runs_of_two_programs_go_side_by_side_with_run_jobs_2_and_their_evidence
     """The first two programs' runs wait for each other: with two run threads both pass (one at
     a time, the first would wait in vain and fail); the states are the serial ones, and M1's
     evidence records that the baseline ran beside another (its times are a triage's)."""
-    met, real_run = threading.Barrier(2, timeout=120), triage_module.measure_m1
-    calls = []
-
-    def meeting_measure(loaded, *args, **kwargs):
-        calls.append(loaded.name)
-        if len(calls) <= 2:
-            met.wait()
-        return real_run(loaded, *args, **kwargs)
-
+    meeting_measure, calls = first_two_meet(triage_module.measure_m1)
     monkeypatch.setattr(triage_module, "measure_m1", meeting_measure)
     paths = [p for p in manifest_paths([str(manifests)]) if p.name in
              ("synth-good-omp.yaml", "synth-also-good-omp.yaml", "synth-failing-omp.yaml", "synth-broken-omp.yaml")]
