@@ -18,6 +18,8 @@
 # key), hecbench_forged_h200.json (per forged program: state, verdict, headline, CI, REAL) and
 # hecbench_forged_h200.log. FORGE_SECONDS (default 540): the call's budget; no program starts with
 # less than FORGE_MIN_S (default 100) left, and each is cut at the time left less 40 s.
+# FORGE_ONLY="a-cuda b-cuda": these forged programs only (default: every one), e.g. to leave for a
+# call of its own a program whose runs are long (lif-cuda's upstream make-run: a 60 s CPU check a run).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 budget=${FORGE_SECONDS:-540}
@@ -37,7 +39,7 @@ tar -xJf "$tarball" -C "$corpus" || exit 1
 export FORGESTENCIL_SUITE_ROOTS="hecbench=$corpus"
 log="$out/hecbench_forged_h200.log"
 manifests="$FORGESTENCIL_VAR_DIR/forged"
-forged=$(cd fixtures/forged/hecbench && ls -d */ | tr -d /)
+forged=${FORGE_ONLY:-$(cd fixtures/forged/hecbench && ls -d */ | tr -d /)}
 {
     nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader || true
     nvcc --version | tail -1
