@@ -66,7 +66,8 @@ def _state(app: str, state: str, reason: str, actor: str, code: str | None = Non
 
 
 def run_agent(manifest: str | Path, actor: str, kernel_rounds: int = 0, protocol: AppProtocol | None = None,
-              progress: Callable[[str], None] | None = None, proposer: AnthropicAppProposer | PatchProposer | None = None) -> AppRow:
+              progress: Callable[[str], None] | None = None, proposer: AnthropicAppProposer | PatchProposer | None = None,
+              profile: Profiler | None = None) -> AppRow:
     """Drive one application through M1..M4. The candidate comes from `proposer` (a patch to the
     application) or, without one, from the `external` proposer: the variant already present in
     the source, selected by the manifest's switch; M2b's kernel, where the manifest names the
@@ -78,7 +79,7 @@ def run_agent(manifest: str | Path, actor: str, kernel_rounds: int = 0, protocol
     _state(name, "IN_PROGRESS", "the App Agent started", actor)
     with gate_run_held(name) as (gate_run, scratch):
         say("M1: the baseline and its hotspot")
-        baseline, built, stop = _m1(loaded, scratch, actor)
+        baseline, built, stop = _m1(loaded, scratch, actor, profile=profile)
         if stop is not None:
             _state(name, stop.state, stop.reason, actor, stop.code)
             return AppRow.objects.get(name=name)
@@ -185,13 +186,13 @@ def _m1(loaded, scratch: Path | None, actor: str, min_seconds: float = 0.0, preb
         built_here = ("" if not prebuilt else "; the baseline builds" if failed is None
                       else f"; the baseline does not build either: {failed.output_tail[-200:]}")
         return {}, {}, Exit("BLOCKED", f"M1: {error}{built_here}", code)
-    baseline, built = measured or measure_m1(loaded, scratch, min_seconds, prebuilt, profile)
+    # a profile measured before on the same baseline (the triage's) is taken rather than a new one
+    earlier = earlier_profile(name, m.source.baseline_files) if measured is None else None
+    baseline, built = measured or measure_m1(loaded, scratch, min_seconds, prebuilt, None if earlier else profile)
     if baseline["problem"]:
         return baseline, built, Exit("BLOCKED", f"M1: {baseline['problem']}", baseline["code"])
-    if baseline["hotspot_fraction"] is None and "profile" not in baseline and profile is None:
-        earlier = earlier_profile(name, m.source.baseline_files)
-        if earlier is not None:
-            baseline["profile"], baseline["hotspot_fraction"] = earlier, earlier["share"]
+    if baseline["hotspot_fraction"] is None and earlier is not None:
+        baseline["profile"], baseline["hotspot_fraction"] = earlier, earlier["share"]
     profiled, fraction = baseline.get("profile") or {}, baseline["hotspot_fraction"]
     # the hot loop: the manifest's operator case, else (a triage) the profile's top kernel
     hot = baseline["hotspot"] = m.hotspot.case or (f"kernel {profiled['top'][0]['name']} ({profiled['tool']})"

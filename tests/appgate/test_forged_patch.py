@@ -156,3 +156,21 @@ def test_a_declared_larger_dataset_is_added_after_upstreams_and_a_name_clash_ref
     report = import_suite(root, "hecbench", root_name="synth", model="omp", out=tmp_path / "m", actor="user:test")
     assert report["programs"][0]["refusals"] == [{"code": "invalid_declared_datasets", "detail":
                                                   "stencil-omp.yaml: dataset names already inferred from upstream: test"}]
+
+
+def test_without_an_earlier_profile_the_agent_profiles_the_baseline_itself(ledger, tmp_path, monkeypatch):
+    """A program the triage never profiled (BLOCKED too_short at upstream's size, then given a
+    larger dataset): the agent's own profile decides its scope; with neither, it is out of scope."""
+    root = write_suite(tmp_path / "suite", "omp", {"stencil": ({"regex": TIMED, "args": ["8"]}, STENCIL, "8")})
+    monkeypatch.setenv(SUITE_ROOTS_ENV, f"synth={root}")
+    monkeypatch.setattr(importer, "DECLARED", tmp_path / "declared")
+    (tmp_path / "declared" / "hecbench" / "compare").mkdir(parents=True)
+    (tmp_path / "declared" / "hecbench" / "compare" / "stencil-omp.yaml").write_text(DECLARED)
+    import_suite(root, "hecbench", root_name="synth", model="omp", out=tmp_path / "m", actor="user:test")
+    path, folder = tmp_path / "m" / "synth-stencil-omp.yaml", forged(tmp_path / "f", FASTER)
+    assert run_agent(path, "agent:test", protocol=QUICK, proposer=PatchProposer(folder)).state_code == "hotspot_unmeasured"
+    row = run_agent(path, "agent:test", protocol=QUICK, proposer=PatchProposer(folder), profile=profiled)
+    assert (row.state, row.verdict, row.real) == ("INTEGRATED", "admitted", True)
+    m1 = [e.data["evidence"] for e in stream_events("app/synth-stencil-omp")
+          if e.type == "AppMilestoneReached" and e.data["milestone"] == "M1"]
+    assert m1[-1]["profile"]["share"] == 0.9 and "from_event" not in m1[-1]["profile"]  # its own, measured now

@@ -47,6 +47,9 @@ class Command(BaseCommand):
                                            "the baseline files) and candidate.yaml (subject, hypothesis, risk)")
         agent.add_argument("--kernel-rounds", type=int, default=0, help="rounds of the Kernel Agent on the hotspot case (M2b)")
         agent.add_argument("--passes", type=int, default=AppProtocol.passes, help="interleaved timing passes (default 7)")
+        agent.add_argument("--profiler", choices=("auto", *TOOLS, "none"), default="auto",
+                           help="what measures a CUDA program's hotspot share where its manifest declares none and no "
+                                "earlier M1 (a triage's) measured it on the same baseline (auto: nsys, else ncu)")
         triage = actions.add_parser("triage", help="the App Agent's M1 alone on each manifest: BLOCKED, OUT_OF_SCOPE "
                                                    "or RESEARCH, with the reason's code")
         triage.add_argument("manifests", nargs="+", help="manifest files, or folders of them (*.yaml)")
@@ -128,10 +131,29 @@ class Command(BaseCommand):
         except (ProposerUnavailable, ValueError) as error:
             raise CommandError(str(error)) from None
         row = run_agent(options["manifest"], options["actor"], options["kernel_rounds"], self._protocol(options), self._progress,
-                        proposer)
+                        proposer, self._profile(options))
         for milestone in row.milestones:
             self.stdout.write(f"{milestone['milestone']:4} {milestone['detail']}")
         self.stdout.write(f"state: {row.state}: {row.state_reason}")
+
+    @staticmethod
+    def _tool(options) -> str | None:
+        return profiler.available() if options["profiler"] == "auto" else None if options["profiler"] == "none" \
+            else options["profiler"]
+
+    def _profile(self, options):
+        """The agent's profile hook: the tool's run of the first dataset, at most 120 s plus the
+        profiler's overhead; CUDA programs only (the tools profile GPU kernels)."""
+        tool = self._tool(options)
+        if tool is None:
+            return None
+        hook = profiler.profiler(tool, 120.0 + profiler.OVERHEAD_S)
+
+        def profile(loaded, *args) -> dict:
+            if loaded.manifest.architecture != "cuda":
+                return profiler.unmeasured(f"{tool} profiles GPU kernels; this is a {loaded.manifest.architecture} program")
+            return hook(loaded, *args)
+        return profile
 
     def do_settle(self, options) -> None:
         settled = settle_unsettled(options["actor"])
@@ -148,8 +170,7 @@ class Command(BaseCommand):
                 resumed = json.loads(Path(options["resume"]).read_text())
             except (OSError, ValueError) as error:
                 raise CommandError(f"--resume {options['resume']}: not a triage report ({error})") from None
-        tool = profiler.available() if options["profiler"] == "auto" else None if options["profiler"] == "none" \
-            else options["profiler"]
+        tool = self._tool(options)
         profile_s = (options["run_timeout"] or 120.0) + profiler.OVERHEAD_S
         limits = Limits(jobs=options["jobs"], run_jobs=options["run_jobs"], build_timeout_s=options["build_timeout"],
                         run_timeout_s=options["run_timeout"],
