@@ -18,8 +18,9 @@
 # key), hecbench_forged_h200.json (per forged program: state, verdict, headline, CI, REAL) and
 # hecbench_forged_h200.log. FORGE_SECONDS (default 540): the call's budget; no program starts with
 # less than FORGE_MIN_S (default 100) left, and each is cut at the time left less 40 s.
-# FORGE_ONLY="a-cuda b-cuda": these forged programs only (default: every one), e.g. to leave for a
-# call of its own a program whose runs are long (lif-cuda's upstream make-run: a 60 s CPU check a run).
+# FORGE_ONLY="a-cuda b-cuda": these forged programs only, in this order (default: every one, those
+# with a declared comparison first); FORGE_SKIP="a-cuda": these left out, e.g. a program whose runs
+# are long, for a call of its own (lif-cuda's upstream make-run: a CPU check of about a minute a run).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 budget=${FORGE_SECONDS:-540}
@@ -39,7 +40,9 @@ tar -xJf "$tarball" -C "$corpus" || exit 1
 export FORGESTENCIL_SUITE_ROOTS="hecbench=$corpus"
 log="$out/hecbench_forged_h200.log"
 manifests="$FORGESTENCIL_VAR_DIR/forged"
-forged=${FORGE_ONLY:-$(cd fixtures/forged/hecbench && ls -d */ | tr -d /)}
+# those with a declared comparison first (they can end REAL); the self-checked ones after
+forged=${FORGE_ONLY:-$(cd fixtures/forged/hecbench && for app in */; do app=${app%/}
+    grep -qs no_comparison "../../suites/hecbench/compare/$app.yaml" && echo "2 $app" || echo "1 $app"; done | sort | cut -d' ' -f2)}
 {
     nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader || true
     nvcc --version | tail -1
@@ -56,6 +59,7 @@ from appgate.models import AppRow
 print(' '.join(row.name for row in AppRow.objects.exclude(verdict='')))")
 for program in $forged; do
     app="hecbench-$program"
+    case " ${FORGE_SKIP:-} " in *" $program "*) echo "$app: skipped (FORGE_SKIP)" | tee -a "$log"; continue ;; esac
     case " $gated " in *" $app "*) echo "$app: gated in $resume, not again" | tee -a "$log"; continue ;; esac
     left=$((budget - SECONDS))
     if [ "$left" -lt "$least" ]; then
