@@ -20,7 +20,7 @@
 # less than FORGE_MIN_S (default 100) left, and each is cut at the time left less 40 s.
 # FORGE_ONLY="a-cuda b-cuda": these forged programs only, in this order (default: every one, those
 # with a declared comparison first); FORGE_SKIP="a-cuda": these left out, e.g. a program whose runs
-# are long, for a call of its own (lif-cuda's upstream make-run: a CPU check of about a minute a run).
+# are too long for the call (lif-cuda's upstream make-run: a CPU check of about a minute a run, ~18 runs).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 budget=${FORGE_SECONDS:-540}
