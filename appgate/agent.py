@@ -186,8 +186,10 @@ def _m1(loaded, scratch: Path | None, actor: str, min_seconds: float = 0.0, preb
         built_here = ("" if not prebuilt else "; the baseline builds" if failed is None
                       else f"; the baseline does not build either: {failed.output_tail[-200:]}")
         return {}, {}, Exit("BLOCKED", f"M1: {error}{built_here}", code)
-    # a profile measured before on the same baseline (the triage's) is taken rather than a new one
-    earlier = earlier_profile(name, m.source.baseline_files) if measured is None else None
+    # without a hotspot pattern, a profile measured before on the same baseline (the triage's) is
+    # taken rather than a new one
+    earlier = (earlier_profile(name, m.source.baseline_files)
+               if measured is None and m.hotspot.source != "pattern" else None)
     baseline, built = measured or measure_m1(loaded, scratch, min_seconds, prebuilt, None if earlier else profile)
     if baseline["problem"]:
         return baseline, built, Exit("BLOCKED", f"M1: {baseline['problem']}", baseline["code"])

@@ -47,10 +47,13 @@ def unmeasured(why: str, tool: str | None = None) -> dict:
 
 
 def profiler(tool: str | None, timeout_s: float) -> Callable[..., dict]:
-    """The App Agent's `profile` hook (appgate.agent.Profiler) for `tool` (None: none here)."""
+    """The App Agent's `profile` hook (appgate.agent.Profiler) for `tool` (None: none here); the
+    tools profile GPU kernels, so only CUDA programs are measured."""
     def profile(loaded: LoadedManifest, binary: Path, dataset, scratch: Path) -> dict:
         if tool is None:
             return unmeasured(f"no profiler ({', '.join(TOOLS)}) on this machine: the hotspot share is unknown")
+        if loaded.manifest.architecture != "cuda":
+            return unmeasured(f"{tool} profiles GPU kernels; this is a {loaded.manifest.architecture} program", tool)
         return measure(loaded, binary, dataset, scratch, tool=tool, timeout_s=timeout_s)
     return profile
 

@@ -1,8 +1,8 @@
 """Where the App Agent's candidate comes from (design.md §7): `external`, the variant already in
 the source behind the manifest's switch; `anthropic`, a patch to the application proposed by
 Claude; or `patch`, a forged variant written outside the agent and kept as a unified diff
-against the baseline (fixtures/forged/<suite>/<program>/: candidate.patch and candidate.yaml). A patch is kept as the full new text of each changed file (what the gate builds) and as
-a unified diff (what a reviewer reads); only files the manifest hashes as the baseline may change,
+against the baseline (fixtures/forged/<suite>/<program>/: candidate.patch and candidate.yaml).
+A patch is kept as the full new text of each changed file (what the gate builds) and as a unified diff (what a reviewer reads); only files the manifest hashes as the baseline may change,
 and the baseline itself is always built from the untouched original.
 """
 from __future__ import annotations
@@ -166,7 +166,7 @@ class PatchProposer:
         if not isinstance(claims, dict) or not all(isinstance(claims.get(k), str) and claims[k].strip()
                                                    for k in ("subject", "hypothesis")):
             raise ValueError(f"{self.folder / 'candidate.yaml'}: needs non-empty strings 'subject' and 'hypothesis'")
-        diffs.parse(self.text)  # a malformed patch is refused now, not after M1
+        self.paths = list(diffs.parse(self.text))  # a malformed patch is refused now, not after M1
         self.subject = " ".join(claims["subject"].split())
         risk = f" Risk: {' '.join(claims['risk'].split())}" if isinstance(claims.get("risk"), str) else ""
         self.hypothesis = (f"{' '.join(claims['hypothesis'].split())}{risk} (patch {self.folder / 'candidate.patch'}, "
@@ -175,11 +175,10 @@ class PatchProposer:
     def propose(self, loaded: LoadedManifest, baseline: dict[str, Any]) -> AppCandidate:
         allowed = loaded.manifest.source.baseline_files
         try:
-            outside = sorted(set(diffs.parse(self.text)) - set(allowed))
+            outside = sorted(set(self.paths) - set(allowed))
             if outside:
                 raise ValueError(f"{', '.join(outside)}: not among the baseline files ({', '.join(sorted(allowed))})")
-            files = diffs.apply({path: (loaded.source_dir / path).read_text() for path in diffs.parse(self.text)},
-                                self.text)
+            files = diffs.apply({path: (loaded.source_dir / path).read_text() for path in self.paths}, self.text)
         except (ValueError, OSError, UnicodeDecodeError) as error:
             raise GenerationFailure(f"the patch does not apply to {loaded.name}'s baseline: {error}", kind="malformed",
                                     raw=self.text) from None

@@ -127,10 +127,13 @@ def triage_all(paths: list[Path], actor: str, progress: Callable[[str], None] | 
                 for future in [f for f in building if f in finished]:  # in the order they started
                     path, loaded, folder = building.pop(future)
                     failed, built, needs_runs = _built(path, loaded, future, limits)
-                    if failed is not None or built is None or not needs_runs:
-                        record(path, loaded, folder, failed or (built and _triaged(path, loaded, actor, say, limits, built)))
-                        continue
-                    running[run_pool.submit(_measure, loaded, built, folder, limits, profile)] = (path, loaded, folder, built)
+                    if failed is not None or built is None:  # the build step raised / left for the next call
+                        record(path, loaded, folder, failed)
+                    elif not needs_runs:  # decided without a run: the build failed or this machine cannot run it
+                        record(path, loaded, folder, _triaged(path, loaded, actor, say, limits, built))
+                    else:
+                        running[run_pool.submit(_measure, loaded, built, folder, limits, profile)] = \
+                            (path, loaded, folder, built)
                 for future in [f for f in running if f in finished]:
                     path, loaded, folder, built = running.pop(future)
                     try:

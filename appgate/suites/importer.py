@@ -99,21 +99,21 @@ def _declare(program: Program, folder: Path, root_name: str) -> list[str]:
         return []
     app = program.manifest["name"].removeprefix(root_name + "-")
     said = []
-    for kind, what in (("compare", "correctness.compare"), ("datasets", "datasets")):
+    for kind, what, refusal in (("compare", "correctness.compare", "invalid_declared_comparison"),
+                                ("datasets", "datasets", "invalid_declared_datasets")):
         path = folder / kind / f"{app}.yaml"
         if not path.is_file():
             continue
+        text = path.read_bytes()
         try:
-            declared = yaml.safe_load(path.read_text())
+            problem = _put(program.manifest, kind, yaml.safe_load(text))
         except yaml.YAMLError as error:
-            program.refuse(f"invalid_declared_{'comparison' if kind == 'compare' else kind}", f"{path.name}: {error}")
-            continue
-        problem = _put(program.manifest, kind, declared)
+            problem = str(error)
         if problem:
-            program.refuse(f"invalid_declared_{'comparison' if kind == 'compare' else kind}", f"{path.name}: {problem}")
+            program.refuse(refusal, f"{path.name}: {problem}")
             continue
         shown = path.relative_to(settings.BASE_DIR) if path.is_relative_to(settings.BASE_DIR) else path
-        said.append(f"{what} declared by hand: {shown} (sha256 {hashlib.sha256(path.read_bytes()).hexdigest()[:16]})")
+        said.append(f"{what} declared by hand: {shown} (sha256 {hashlib.sha256(text).hexdigest()[:16]})")
     return said
 
 

@@ -143,17 +143,9 @@ class Command(BaseCommand):
 
     def _profile(self, options):
         """The agent's profile hook: the tool's run of the first dataset, at most 120 s plus the
-        profiler's overhead; CUDA programs only (the tools profile GPU kernels)."""
+        profiler's overhead."""
         tool = self._tool(options)
-        if tool is None:
-            return None
-        hook = profiler.profiler(tool, 120.0 + profiler.OVERHEAD_S)
-
-        def profile(loaded, *args) -> dict:
-            if loaded.manifest.architecture != "cuda":
-                return profiler.unmeasured(f"{tool} profiles GPU kernels; this is a {loaded.manifest.architecture} program")
-            return hook(loaded, *args)
-        return profile
+        return None if tool is None else profiler.profiler(tool, 120.0 + profiler.OVERHEAD_S)
 
     def do_settle(self, options) -> None:
         settled = settle_unsettled(options["actor"])
