@@ -5,6 +5,7 @@ declared in fixtures/suites/hecbench/compare/ (or says why none); whether each i
 is the H200 gate's to say (scripts/h200_forge_apps.sh), never this test's."""
 from __future__ import annotations
 
+import hashlib
 import re
 from pathlib import Path
 
@@ -14,16 +15,17 @@ import yaml
 from appgate import diffs
 from appgate.manifest_checks import Comparison
 from appgate.proposers import PatchProposer
+from tests.appgate.fixtures import CORPUS
 
 ROOT = Path(__file__).resolve().parents[2]
 FORGED = sorted((ROOT / "fixtures" / "forged" / "hecbench").iterdir()) if (ROOT / "fixtures" / "forged").is_dir() else []
 DECLARED = ROOT / "fixtures" / "suites" / "hecbench" / "compare"
-CORPUS = Path("/work/shared/corpora/hecbench/src")
+PROGRAMS = CORPUS / "src"
 
 
 def upstream_folder(app: str) -> Path:
     """The program's folder in the checkout: the application's name is its folder's in lower case."""
-    return next(folder for folder in CORPUS.iterdir() if folder.name.lower() == app)
+    return next(folder for folder in PROGRAMS.iterdir() if folder.name.lower() == app)
 
 
 def test_there_are_forged_programs():
@@ -33,11 +35,13 @@ def test_there_are_forged_programs():
 @pytest.mark.parametrize("folder", FORGED, ids=[f.name for f in FORGED])
 def test_a_forged_program_loads_and_says_what_it_changes(folder):
     proposer = PatchProposer(folder)
-    assert proposer.subject and "sha256 " in proposer.hypothesis
-    assert all(path == Path(path).name or "/" in path for path in diffs.parse(proposer.text))
+    assert proposer.subject and proposer.paths
+    # the candidate names the exact diff it is (what the ledger records beside its files) and its risk
+    assert f"sha256 {hashlib.sha256(proposer.text.encode()).hexdigest()[:16]})" in proposer.hypothesis
+    assert " Risk: " in proposer.hypothesis
 
 
-@pytest.mark.skipif(not CORPUS.is_dir(), reason=f"the HeCBench corpus is not at {CORPUS}")
+@pytest.mark.skipif(not PROGRAMS.is_dir(), reason=f"the HeCBench corpus is not at {CORPUS}")
 @pytest.mark.parametrize("folder", FORGED, ids=[f.name for f in FORGED])
 def test_a_forged_patch_applies_to_upstream_and_keeps_its_code_behind_the_switch(folder):
     source = upstream_folder(folder.name)
