@@ -17,7 +17,9 @@
 # Writes to $OUT: hecbench_forged_h200.jsonl (the whole ledger's export, signed with the carried
 # key), hecbench_forged_h200.json (per forged program: state, verdict, headline, CI, REAL) and
 # hecbench_forged_h200.log. FORGE_SECONDS (default 540): the call's budget; no program starts with
-# less than FORGE_MIN_S (default 100) left, and each is cut at the time left less 40 s.
+# less than FORGE_MIN_S (default 100) left, and each is cut at FORGE_PROGRAM_S (default 150) or at the
+# time left less 40 s, whichever comes first (one slow program must not take the whole call: adam-cuda's
+# 'large' run, a ~14 s CPU check each, took 430 s of the first call of 2026-12-02 and was cut).
 # FORGE_ONLY="a-cuda b-cuda": these forged programs only, in this order (default: every one, those
 # with a declared comparison first); FORGE_SKIP="a-cuda": these left out, e.g. a program whose runs
 # are too long for the call (lif-cuda's upstream make-run: a CPU check of about a minute a run, ~18 runs).
@@ -25,6 +27,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 budget=${FORGE_SECONDS:-540}
 least=${FORGE_MIN_S:-100}
+each=${FORGE_PROGRAM_S:-150}
 resume=${1:-docs/benchmarks/hecbench_triage_h200_4}
 out=${OUT:-.}
 tarball=device_carry/hecbench/hecbench.tar.xz
@@ -66,8 +69,9 @@ for program in $forged; do
         echo "$app: left for the next call ($left s left)" | tee -a "$log"
         continue
     fi
-    echo "[$SECONDS s] $app" | tee -a "$log"
-    timeout --kill-after=10 $((left - 40)) python3 manage.py appgate --actor agent:h200-forge agent "$manifests/$app.yaml" \
+    cap=$((left - 40 < each ? left - 40 : each))
+    echo "[$SECONDS s] $app (cut at $cap s)" | tee -a "$log"
+    timeout --kill-after=10 $cap python3 manage.py appgate --actor agent:h200-forge agent "$manifests/$app.yaml" \
         --proposer patch --patch "fixtures/forged/hecbench/$program" 2>&1 | tail -8 | tee -a "$log"
 done
 python3 manage.py ledger export --out "$out/hecbench_forged_h200.jsonl" 2>&1 | tail -1 | tee -a "$log"
