@@ -12,7 +12,7 @@
 # PREFIX (default docs/benchmarks/hecbench_triage_h200_4): the ledger export to continue, without
 # its suffix (PREFIX.jsonl), restored first: the triage's ledger, whose M1 profiles the agent takes
 # (the same baseline files: no profiling again); a later call gives the previous call's export.
-# Programs that already have a gate verdict in it are not gated again. The import re-registers
+# Programs that already have a gate verdict in it are not gated again (an inconclusive one is). The import re-registers
 # the forged programs whose manifests changed (a comparison or datasets declared in fixtures/suites/hecbench/).
 # Writes to $OUT: hecbench_forged_h200.jsonl (the whole ledger's export, signed with the carried
 # key), hecbench_forged_h200.json (per forged program: state, verdict, headline, CI, REAL) and
@@ -57,9 +57,11 @@ python3 manage.py ledger restore "$resume.jsonl" 2>&1 | tail -1 | tee -a "$log" 
 # folder is named by its application (hecbench-<folder>), which upstream's name need not spell alike
 python3 manage.py appgate --actor agent:h200-forge suite import "$corpus" --suite hecbench --arch sm_90 \
     --only "$(paste -sd, "$corpus/PACKED")" --out "$manifests" 2>/dev/null | head -1 | tee -a "$log"
-gated=$(python3 manage.py shell -c "
+# -v 0: Django's shell otherwise prints a line about its automatic imports first, and the names must
+# stand between spaces for the test below (that line and its newline re-gated dpid-cuda on 2026-12-02)
+gated=$(python3 manage.py shell -v 0 -c "
 from appgate.models import AppRow
-print(' '.join(row.name for row in AppRow.objects.exclude(verdict='')))")
+print(' '.join(row.name for row in AppRow.objects.exclude(verdict__in=('', 'inconclusive'))))" | tr '\n' ' ')
 for program in $forged; do
     app="hecbench-$program"
     case " ${FORGE_SKIP:-} " in *" $program "*) echo "$app: skipped (FORGE_SKIP)" | tee -a "$log"; continue ;; esac
@@ -75,7 +77,7 @@ for program in $forged; do
         --proposer patch --patch "fixtures/forged/hecbench/$program" 2>&1 | tail -8 | tee -a "$log"
 done
 python3 manage.py ledger export --out "$out/hecbench_forged_h200.jsonl" 2>&1 | tail -1 | tee -a "$log"
-python3 manage.py shell -c "
+python3 manage.py shell -v 0 -c "
 import json
 from appgate.models import AppRow
 names = ['hecbench-' + p for p in '''$forged'''.split()]
