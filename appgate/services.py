@@ -319,6 +319,22 @@ def abandon_run(subject: str, reason: str, worker: dict[str, Any]) -> bool:
     app, run = subject.split("/", 1)
     stream = f"app/{app}"
     ended = Event.objects.filter(stream=stream, type__in=["AppGateVerdict", "AppGateAbandoned"], body__contains=f'"run":"{run}"')
-    return leases.append_while_open(stream, lambda: not ended.exists(), "AppGateAbandoned",
-                                    {"app": app, "run": run, "reason": reason, "worker": worker})
+    closed = leases.append_while_open(stream, lambda: not ended.exists(), "AppGateAbandoned",
+                                      {"app": app, "run": run, "reason": reason, "worker": worker})
+    if closed and AppRow.objects.filter(name=app, state="IN_PROGRESS").exists():
+        _leave_in_progress(app, run, reason)
+    return closed
+
+
+def _leave_in_progress(app: str, run: str, reason: str) -> None:
+    """An App Agent or triage that died left its application IN_PROGRESS: it goes back to the state
+    it had before that run began (BLOCKED when it had none), so the table never shows work that
+    nobody does; code `abandoned` says why and that running it again is the way on."""
+    states = [record_from_row(row).data for row in Event.objects.filter(stream=f"app/{app}", type="AppStateChanged")
+              .order_by("-position")]
+    before = next((data for data in states if data["state"] != "IN_PROGRESS"), None)
+    append(NewEvent(stream=f"app/{app}", type="AppStateChanged", actor=leases.REAPER, payload={
+        "app": app, "state": before["state"] if before else "BLOCKED", "code": "abandoned",
+        "reason": f"gate run {run} abandoned ({reason}); "
+                  + (f"back to its state before it: {before['reason']}" if before else "no state before it")}))
 

@@ -75,6 +75,8 @@ for program in $forged; do
     echo "[$SECONDS s] $app (cut at $cap s)" | tee -a "$log"
     timeout --kill-after=10 $cap python3 manage.py appgate --actor agent:h200-forge agent "$manifests/$app.yaml" \
         --proposer patch --patch "fixtures/forged/hecbench/$program" 2>&1 | tail -8 | tee -a "$log"
+    # a program cut by `timeout` died holding its gate run: close it, and its state goes back from IN_PROGRESS
+    python3 manage.py reap 2>&1 | grep -v "^reaped 0 " | tee -a "$log"
 done
 python3 manage.py ledger export --out "$out/hecbench_forged_h200.jsonl" 2>&1 | tail -1 | tee -a "$log"
 python3 manage.py shell -v 0 -c "

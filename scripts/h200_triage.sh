@@ -25,17 +25,20 @@
 # TRIAGE_RUN_JOBS (default 4) programs run side by side on the GPU (profiles one at a time; each
 # M1 says `concurrent_runs`: a triage's times, the gate times every program alone);
 # TRIAGE_RUN_TIMEOUT (default 30) caps each run; TRIAGE_RETRY=timed_out (with a longer cap)
-# triages again the resumed programs an earlier call's cap cut.
+# triages again the resumed programs an earlier call's cap cut. TRIAGE_LEDGER: another export to
+# restore than PREFIX.jsonl, one that continues it (the forge calls' last export, which holds the
+# triage's ledger and the gate runs after it), e.g. docs/benchmarks/hecbench_forged_h200_3.jsonl.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 budget=${TRIAGE_SECONDS:-540}
 resume=${1:-}
+ledger=${TRIAGE_LEDGER:-$resume.jsonl}
 out=${OUT:-.}
 tarball=device_carry/hecbench/hecbench.tar.xz
 [ -f "$tarball" ] || { echo "$tarball is missing: run scripts/pack_suite.py here and carry device_carry/hecbench" >&2; exit 1; }
 key=$(ls device_carry/keys/publication.key device_carry/keys/*.seed 2>/dev/null | head -1)
 if [ -n "$resume" ]; then
-    for file in "$resume.json" "$resume.jsonl"; do
+    for file in "$resume.json" "$ledger"; do
         [ -f "$file" ] || { echo "$file is missing: give the previous call's files (committed) without suffix" >&2; exit 1; }
     done
     [ -n "$key" ] || { echo "resuming needs a trusted publication key in device_carry/keys/ to sign what this call adds" >&2; exit 1; }
@@ -61,7 +64,7 @@ log="$out/hecbench_triage_h200.log"
 } 2>&1 | tee "$log"
 python3 manage.py migrate --noinput -v 0 || exit 1
 if [ -n "$resume" ]; then
-    python3 manage.py ledger restore "$resume.jsonl" 2>&1 | tail -3 | tee -a "$log" || exit 1
+    python3 manage.py ledger restore "$ledger" 2>&1 | tail -3 | tee -a "$log" || exit 1
 else
     python3 manage.py ledger init --name "hecbench triage on the H200" | tee -a "$log"
 fi

@@ -165,8 +165,10 @@ def test_triage_on_the_cpu_blocks_a_program_whose_own_check_fails_and_one_too_sh
     good = AppRow.objects.get(name="synth-good-omp")
     assert good.state_code == "hotspot_unmeasured" and [m["milestone"] for m in good.milestones] == ["M1"]
     measured = json.loads(Event.objects.get(type="AppMilestoneReached").body)["payload"]["evidence"]["datasets"]
+    walls = {name: values.pop("wall_seconds") for name, values in measured.items()}
     assert measured == {"test": {"seconds": 0.006, "hotspot_seconds": None},  # both kernels' times added up
                         "make-run": {"seconds": 0.04, "hotspot_seconds": None}}
+    assert all(0 < wall < 30 for wall in walls.values())  # the run's own wall time, within the run cap
     assert not Event.objects.filter(type__in=["AppCandidateProposed", "AppGateVerdict"]).exists()
 
 

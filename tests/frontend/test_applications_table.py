@@ -181,3 +181,44 @@ def test_the_table_reads_a_fixed_number_of_queries_whatever_it_lists(ledger, cli
     with CaptureQueriesContext(connection) as many:
         assert len(page_apps(client.get("/apps/").content.decode())) == 6 + len(expected_apps())
     assert len(many) == len(few)
+
+
+FORGED = DOCS / "hecbench_forged_h200_3.jsonl"  # the triage's ledger continued by the forge calls on the H200
+
+
+def last_verdicts(path: Path) -> dict[str, dict]:
+    return {record["payload"]["app"]: record["payload"] for record in export_records(path)
+            if record["type"] == "AppGateVerdict"}
+
+
+def test_forged_programs_gated_on_the_h200_stand_with_their_verdicts_down_to_diff_and_samples(ledger, client):
+    import_ledger(FORGED, "user:test")
+    verdicts = last_verdicts(FORGED)
+    rows = {row["app"]: row for row in application_rows(suite="hecbench")}
+    assert len(rows) == len(expected_apps())  # the triage's programs, none lost or added by the forge calls
+    for name, verdict in verdicts.items():
+        row = rows[name]
+        assert (row["status"], row["headline"], row["real"]) == (verdict["verdict"], verdict["headline"], verdict["real"])
+        assert row["state"] == ("INTEGRATED" if verdict["verdict"] == "admitted" else row["state"])
+    integrated = sorted(name for name, row in rows.items() if row["state"] == "INTEGRATED")
+    assert integrated and all(verdicts[name]["real"] for name in integrated)
+
+    name = integrated[0]
+    html = client.get(f"/apps/{name}/").content.decode()
+    patch = (Path(__file__).resolve().parents[2] / "fixtures" / "forged" / "hecbench" / name.removeprefix("hecbench-")
+             / "candidate.patch").read_text()
+    changed = next(line[1:].strip() for line in patch.splitlines() if line.startswith("+") and not line.startswith("+++")
+                   and len(line.strip()) > 12)
+    diff = html.split('id="candidate-diff">')[1].split("</pre>")[0]
+    assert changed.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;").replace("'", "&#x27;") in diff
+    measured = [record["payload"] for record in export_records(FORGED) if record["type"] == "AppDatasetMeasured"
+                and record["payload"]["app"] == name and record["payload"]["run"] == verdicts[name]["run"]]
+    assert measured
+    for dataset in measured:
+        for samples in dataset["samples"].values():
+            assert " ".join(str(s) for s in samples) in html  # every raw sample of the standing verdict
+
+    html = client.get("/apps/", {"suite": "hecbench"}).content.decode()
+    bars = next(f for f in figures(html) if f["data"][0]["type"] == "bar")["data"][0]
+    standing = [rows[n]["headline"] for n in integrated]
+    assert dict(zip(bars["x"], bars["y"])) == {label: sum(bin_of(v) == label for v in standing) for *_, label in SPEEDUP_BINS}

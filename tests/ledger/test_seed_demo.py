@@ -57,7 +57,7 @@ def test_seed_imports_every_committed_and_shipped_ledger_and_twice_adds_nothing(
     assert backends == {"cpu", "cuda"}
     # six bundled apps, CPU and CUDA, each row with the verdict its committed export recorded last
     # (the CPU re-gate of issue 17 on the shared 2-core machine: inconclusive, every dataset noisy),
-    # and every HeCBench program the H200 triage registered (issue 18), none gated yet
+    # and every HeCBench program the H200 triage registered (issue 18), the forged ones gated
     recorded, registered = {}, set()
     for name in seed_demo.COMMITTED_EXPORTS:
         for record in map(json.loads, (seed_demo.ROOT / name).read_text().splitlines()):
@@ -66,7 +66,8 @@ def test_seed_imports_every_committed_and_shipped_ledger_and_twice_adds_nothing(
             elif record["type"] == "AppRegistered":
                 registered.add(record["payload"]["app"])
     rows = dict(AppRow.objects.values_list("name", "status"))
-    assert len(recorded) == 12 and rows == {app: recorded.get(app, "") for app in registered}
+    assert sum(not app.startswith("hecbench-") for app in recorded) == 12 and rows == {app: recorded.get(app, "") for app in registered}
+    assert "admitted" in {verdict for app, verdict in recorded.items() if app.startswith("hecbench-")}
     assert sum(name.startswith("hecbench-") for name in rows) >= 204
     assert not AppRow.objects.filter(domain="testing").exists()  # no test program among the applications
     assert sum("gpu" in matrices for matrices in CaseRow.objects.values_list("matrices", flat=True)) == 37

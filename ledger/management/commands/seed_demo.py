@@ -33,9 +33,10 @@ COMMITTED_EXPORTS = (
     "docs/benchmarks/protocol_ablation_h200_l2.jsonl",
     "docs/benchmarks/appgate_cpu.jsonl",
     "docs/benchmarks/appgate_h200_hardened.jsonl",
-    # Issue 18: HeCBench's CUDA programs imported (AppRegistered each) and triaged on the H200
-    # (their states with reason codes); each later device call's export continues this ledger.
-    "docs/benchmarks/hecbench_triage_h200_4.jsonl",
+    # Issue 18: HeCBench's CUDA programs imported (AppRegistered each), triaged on the H200 (their
+    # states with reason codes), then the forged ones gated against their upstream code; each
+    # device call's export continues the previous one's ledger, so the last holds them all.
+    "docs/benchmarks/hecbench_forged_h200_3.jsonl",
     "docs/benchmarks/forge_h200_levers.jsonl",
 )
 SHIPPED_EXPORTS = "fixtures/ledgers"
