@@ -65,14 +65,26 @@ def _state(app: str, state: str, reason: str, actor: str, code: str | None = Non
                     payload={"app": app, "state": state, "reason": reason, "code": code}))
 
 
+def gate_seconds(baseline: dict, protocol: AppProtocol) -> float | None:
+    """What the gate's runs will take, from M1's wall time per dataset: on each, both variants'
+    correctness run, warm-ups and interleaved passes, each run taken as long as the baseline's
+    (one timing attempt; a noisy dataset takes another). None when M1 recorded no wall time."""
+    walls = [values.get("wall_seconds") for values in baseline["datasets"].values()]
+    if not walls or None in walls:
+        return None
+    return sum(walls) * 2 * (1 + protocol.warmup + protocol.passes)
+
+
 def run_agent(manifest: str | Path, actor: str, kernel_rounds: int = 0, protocol: AppProtocol | None = None,
               progress: Callable[[str], None] | None = None, proposer: AnthropicAppProposer | PatchProposer | None = None,
-              profile: Profiler | None = None) -> AppRow:
+              profile: Profiler | None = None, gate_budget_s: float | None = None) -> AppRow:
     """Drive one application through M1..M4. The candidate comes from `proposer` (a patch to the
     application) or, without one, from the `external` proposer: the variant already present in
     the source, selected by the manifest's switch; M2b's kernel, where the manifest names the
     file that holds the hot loop (hotspot.kernel_file), is spliced into it. One gate run from M1
-    to M3: the baseline M1 built and ran is the one the gate times."""
+    to M3: the baseline M1 built and ran is the one the gate times. `gate_budget_s`: stop after M1
+    (RESEARCH, code over_budget) when the gate's runs would take longer (gate_seconds), so that a
+    device call's time goes to programs that can finish in it."""
     say = progress or (lambda message: None)
     loaded, _ = register(manifest, actor)
     name = loaded.name
@@ -80,6 +92,11 @@ def run_agent(manifest: str | Path, actor: str, kernel_rounds: int = 0, protocol
     with gate_run_held(name) as (gate_run, scratch):
         say("M1: the baseline and its hotspot")
         baseline, built, stop = _m1(loaded, scratch, actor, profile=profile)
+        needed = gate_seconds(baseline, protocol or AppProtocol()) if stop is None else None
+        if gate_budget_s is not None and needed is not None and needed > gate_budget_s:
+            runs = ", ".join(f"{dataset}: {values['wall_seconds']:.2f} s a run" for dataset, values in baseline["datasets"].items())
+            stop = Exit("RESEARCH", f"M1: not gated: its runs would take about {needed:.0f} s ({runs}), more than the "
+                        f"{gate_budget_s:g} s allowed; gate it with a larger budget", "over_budget")
         if stop is not None:
             _state(name, stop.state, stop.reason, actor, stop.code)
             return AppRow.objects.get(name=name)

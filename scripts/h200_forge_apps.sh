@@ -19,7 +19,11 @@
 # hecbench_forged_h200.log. FORGE_SECONDS (default 540): the call's budget; no program starts with
 # less than FORGE_MIN_S (default 100) left, and each is cut at FORGE_PROGRAM_S (default 150) or at the
 # time left less 40 s, whichever comes first (one slow program must not take the whole call: adam-cuda's
-# 'large' run, a ~14 s CPU check each, took 430 s of the first call of 2026-12-02 and was cut).
+# 'large' run, a ~14 s CPU check each, took 430 s of the first call of 2026-12-02 and was cut). The agent
+# gets three quarters of FORGE_PROGRAM_S as --gate-budget (not of the time left: a verdict about the
+# program, not about the call): a program whose gate would need more by M1's wall
+# time per run stops after M1 (RESEARCH, over_budget) and is left out of later calls unless FORGE_ONLY
+# names it.
 # FORGE_ONLY="a-cuda b-cuda": these forged programs only, in this order (default: every one, those
 # with a declared comparison first); FORGE_SKIP="a-cuda": these left out, e.g. a program whose runs
 # are too long for the call (lif-cuda's upstream make-run: a CPU check of about a minute a run, ~18 runs).
@@ -62,10 +66,15 @@ python3 manage.py appgate --actor agent:h200-forge suite import "$corpus" --suit
 gated=$(python3 manage.py shell -v 0 -c "
 from appgate.models import AppRow
 print(' '.join(row.name for row in AppRow.objects.exclude(verdict__in=('', 'inconclusive'))))" | tr '\n' ' ')
+# stopped after M1 by --gate-budget in an earlier call: not again unless named in FORGE_ONLY (with a larger FORGE_PROGRAM_S)
+over=$(python3 manage.py shell -v 0 -c "
+from appgate.models import AppRow
+print(' '.join(AppRow.objects.filter(state_code='over_budget').values_list('name', flat=True)))" | tr '\n' ' ')
 for program in $forged; do
     app="hecbench-$program"
     case " ${FORGE_SKIP:-} " in *" $program "*) echo "$app: skipped (FORGE_SKIP)" | tee -a "$log"; continue ;; esac
     case " $gated " in *" $app "*) echo "$app: gated in $resume, not again" | tee -a "$log"; continue ;; esac
+    case " $over " in *" $app "*) [ -z "${FORGE_ONLY:-}" ] && { echo "$app: over its budget in $resume; FORGE_ONLY=$program with a larger FORGE_PROGRAM_S" | tee -a "$log"; continue; } ;; esac
     left=$((budget - SECONDS))
     if [ "$left" -lt "$least" ]; then
         echo "$app: left for the next call ($left s left)" | tee -a "$log"
@@ -73,8 +82,9 @@ for program in $forged; do
     fi
     cap=$((left - 40 < each ? left - 40 : each))
     echo "[$SECONDS s] $app (cut at $cap s)" | tee -a "$log"
+    # M1 (the baseline's build and one run a dataset) and the candidate's build take the rest of the cap
     timeout --kill-after=10 $cap python3 manage.py appgate --actor agent:h200-forge agent "$manifests/$app.yaml" \
-        --proposer patch --patch "fixtures/forged/hecbench/$program" 2>&1 | tail -8 | tee -a "$log"
+        --gate-budget $((each * 3 / 4)) --proposer patch --patch "fixtures/forged/hecbench/$program" 2>&1 | tail -8 | tee -a "$log"
     # a program cut by `timeout` died holding its gate run: close it, and its state goes back from IN_PROGRESS
     python3 manage.py reap 2>&1 | grep -v "^reaped 0 " | tee -a "$log"
 done

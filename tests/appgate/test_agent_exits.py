@@ -4,6 +4,8 @@ the agent before any candidate is proposed or gated, on the program of exact clo
 (tests/appgate/fixtures.py)."""
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from appgate.agent import MIN_HOTSPOT_FRACTION, run_agent
@@ -51,3 +53,22 @@ def test_a_hotspot_of_half_the_time_is_in_scope(ledger, tmp_path):
     row = run_agent(clocked_app(tmp_path), "agent:test", protocol=QUICK)
     assert row.state not in ("OUT_OF_SCOPE", "BLOCKED"), row.state_reason
     assert "hotspot star2d_1/64x64/f64, 50% of the time" in row.milestones[0]["detail"]
+
+
+def test_an_agent_whose_gate_would_outrun_its_budget_stops_after_m1_and_says_what_it_needs(ledger, tmp_path):
+    """The budget is compared with M1's own wall time per run: both variants' correctness run, warm-ups
+    and passes on every dataset (QUICK: 2 x (1 + 0 + 2) runs a dataset)."""
+    row = run_agent(clocked_app(tmp_path), "agent:test", protocol=QUICK, gate_budget_s=1e-3)
+    assert (row.state, row.state_code) == ("RESEARCH", "over_budget") and nothing_proposed_or_gated()
+    walls = {name: values["wall_seconds"] for name, values in
+             json.loads(Event.objects.get(type="AppMilestoneReached").body)["payload"]["evidence"]["datasets"].items()}
+    assert walls and all(wall > 0 for wall in walls.values())
+    assert row.state_reason == (f"M1: not gated: its runs would take about {sum(walls.values()) * 6:.0f} s ("
+                                + ", ".join(f"{name}: {wall:.2f} s a run" for name, wall in walls.items())
+                                + "), more than the 0.001 s allowed; gate it with a larger budget")
+    assert [m["milestone"] for m in row.milestones] == ["M1"]
+
+
+def test_a_budget_the_runs_fit_in_lets_the_agent_go_on_to_the_gate(ledger, tmp_path):
+    row = run_agent(clocked_app(tmp_path), "agent:test", protocol=QUICK, gate_budget_s=3600)
+    assert Event.objects.filter(type="AppGateVerdict").exists() and row.state_code != "over_budget"

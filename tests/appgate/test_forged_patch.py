@@ -136,6 +136,9 @@ def test_the_command_refuses_a_patch_folder_without_its_claims_before_any_run(ma
         call_command("appgate", "agent", str(manifest), "--proposer", "patch", "--patch", str(folder))
     with pytest.raises(CommandError, match="--patch FOLDER goes with --proposer patch"):
         call_command("appgate", "agent", str(manifest), "--patch", str(folder))
+    for budget in ("0", "-5", "nan"):
+        with pytest.raises(CommandError, match="--gate-budget must be a positive number of seconds"):
+            call_command("appgate", "agent", str(manifest), "--gate-budget", budget)
     assert AppRow.objects.get(name="synth-stencil-omp").state == "RESEARCH"  # nothing ran
 
 

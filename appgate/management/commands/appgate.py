@@ -47,6 +47,8 @@ class Command(BaseCommand):
                                            "the baseline files) and candidate.yaml (subject, hypothesis, risk)")
         agent.add_argument("--kernel-rounds", type=int, default=0, help="rounds of the Kernel Agent on the hotspot case (M2b)")
         agent.add_argument("--passes", type=int, default=AppProtocol.passes, help="interleaved timing passes (default 7)")
+        agent.add_argument("--gate-budget", type=float, help="seconds the gate's runs may take, estimated from M1's wall "
+                           "time per run: over it, stop after M1 (RESEARCH, over_budget) instead of starting the gate")
         agent.add_argument("--profiler", choices=("auto", *TOOLS, "none"), default="auto",
                            help="what measures a CUDA program's hotspot share where its manifest declares none and no "
                                 "earlier M1 (a triage's) measured it on the same baseline (auto: nsys, else ncu)")
@@ -123,6 +125,8 @@ class Command(BaseCommand):
     def do_agent(self, options) -> None:
         if options["kernel_rounds"] < 0:
             raise CommandError("--kernel-rounds must be 0 or more")
+        if options["gate_budget"] is not None and not options["gate_budget"] > 0:
+            raise CommandError("--gate-budget must be a positive number of seconds")
         if (options["proposer"] == "patch") != bool(options["patch"]):
             raise CommandError("--patch FOLDER goes with --proposer patch, and only with it")
         try:
@@ -131,7 +135,7 @@ class Command(BaseCommand):
         except (ProposerUnavailable, ValueError) as error:
             raise CommandError(str(error)) from None
         row = run_agent(options["manifest"], options["actor"], options["kernel_rounds"], self._protocol(options), self._progress,
-                        proposer, self._profile(options))
+                        proposer, self._profile(options), options["gate_budget"])
         for milestone in row.milestones:
             self.stdout.write(f"{milestone['milestone']:4} {milestone['detail']}")
         self.stdout.write(f"state: {row.state}: {row.state_reason}")
