@@ -11,6 +11,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -79,6 +80,11 @@ def test_a_rerun_runs_in_the_background_and_finishes_with_an_outcome(transaction
     assert f"re-run #{outcome['verdict_position']}" in status["history_line"]
     if outcome["revision"]:
         assert Event.objects.get(position=outcome["revision"]["position"]).type in ("ResultDowngraded", "ResultRetracted")
+    # the lease ends as the re-run's thread leaves its work, just after the outcome is recorded
+    # (a loaded machine showed the gap): wait for that thread, then the lease must be gone
+    for thread in [t for t in threading.enumerate() if t.name == f"rerun-{rerun_id[:8]}"]:
+        thread.join(timeout=120)
+        assert not thread.is_alive()
     assert not Lease.objects.exists()  # ended with the re-run
     events = Event.objects.filter(stream=f"rerun/{rerun_id}").count()
     assert run_rerun(rerun_id) == status  # idempotent: claimed once, never run again
