@@ -322,7 +322,9 @@ def test_a_rerun_whose_process_died_ends_abandoned_when_the_server_starts_again(
     try:
         wait_for(lambda: "building the candidate" in rerun_status(rerun_id)["progress"] or server.poll() is not None,
                  "the candidate's build")
-        assert server.poll() is None, server.stdout.read().decode()[-3000:]
+        # the process must still be building; if it ended, say how the re-run ended (its status and events)
+        assert server.poll() is None, (rerun_status(rerun_id), [(e.type, e.data) for e in stream_events(f"rerun/{rerun_id}")],
+                                       server.stdout.read().decode()[-3000:])
         leases = {lease.kind: lease for lease in Lease.objects.all()}
         assert set(leases) == {"rerun", "appgate-run"} and Path(leases["appgate-run"].scratch).is_dir()
     finally:
