@@ -330,9 +330,9 @@ def _leave_in_progress(app: str, run: str, reason: str) -> None:
     """An App Agent or triage that died left its application IN_PROGRESS: it goes back to the state
     it had before that run began (BLOCKED when it had none), so the table never shows work that
     nobody does; code `abandoned` says why and that running it again is the way on."""
-    states = [record_from_row(row).data for row in Event.objects.filter(stream=f"app/{app}", type="AppStateChanged")
-              .order_by("-position")]
-    before = next((data for data in states if data["state"] != "IN_PROGRESS"), None)
+    states = (record_from_row(row).data for row in Event.objects.filter(stream=f"app/{app}", type="AppStateChanged")
+              .order_by("-position").iterator())
+    before = next((data for data in states if data["state"] != "IN_PROGRESS"), None)  # newest first: read no further
     append(NewEvent(stream=f"app/{app}", type="AppStateChanged", actor=leases.REAPER, payload={
         "app": app, "state": before["state"] if before else "BLOCKED", "code": "abandoned",
         "reason": f"gate run {run} abandoned ({reason}); "

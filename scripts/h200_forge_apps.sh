@@ -61,15 +61,14 @@ python3 manage.py ledger restore "$resume.jsonl" 2>&1 | tail -1 | tee -a "$log" 
 # folder is named by its application (hecbench-<folder>), which upstream's name need not spell alike
 python3 manage.py appgate --actor agent:h200-forge suite import "$corpus" --suite hecbench --arch sm_90 \
     --only "$(paste -sd, "$corpus/PACKED")" --out "$manifests" 2>/dev/null | head -1 | tee -a "$log"
-# -v 0: Django's shell otherwise prints a line about its automatic imports first, and the names must
-# stand between spaces for the test below (that line and its newline re-gated dpid-cuda on 2026-12-02)
-gated=$(python3 manage.py shell -v 0 -c "
+# Line 1: the programs with a verdict (not again; an inconclusive one is); line 2: those stopped after
+# M1 by --gate-budget in an earlier call (not again unless named in FORGE_ONLY, with a larger
+# FORGE_PROGRAM_S). -v 0: Django's shell otherwise prints a line about its automatic imports first
+# (that line re-gated dpid-cuda on 2026-12-02).
+{ read -r gated; read -r over; } < <(python3 manage.py shell -v 0 -c "
 from appgate.models import AppRow
-print(' '.join(row.name for row in AppRow.objects.exclude(verdict__in=('', 'inconclusive'))))" | tr '\n' ' ')
-# stopped after M1 by --gate-budget in an earlier call: not again unless named in FORGE_ONLY (with a larger FORGE_PROGRAM_S)
-over=$(python3 manage.py shell -v 0 -c "
-from appgate.models import AppRow
-print(' '.join(AppRow.objects.filter(state_code='over_budget').values_list('name', flat=True)))" | tr '\n' ' ')
+print(' '.join(AppRow.objects.exclude(verdict__in=('', 'inconclusive')).values_list('name', flat=True)))
+print(' '.join(AppRow.objects.filter(state_code='over_budget').values_list('name', flat=True)))")
 for program in $forged; do
     app="hecbench-$program"
     case " ${FORGE_SKIP:-} " in *" $program "*) echo "$app: skipped (FORGE_SKIP)" | tee -a "$log"; continue ;; esac
@@ -85,8 +84,9 @@ for program in $forged; do
     # M1 (the baseline's build and one run a dataset) and the candidate's build take the rest of the cap
     timeout --kill-after=10 $cap python3 manage.py appgate --actor agent:h200-forge agent "$manifests/$app.yaml" \
         --gate-budget $((each * 3 / 4)) --proposer patch --patch "fixtures/forged/hecbench/$program" 2>&1 | tail -8 | tee -a "$log"
-    # a program cut by `timeout` died holding its gate run: close it, and its state goes back from IN_PROGRESS
-    python3 manage.py reap 2>&1 | grep -v "^reaped 0 " | tee -a "$log"
+    # cut by `timeout` (124, or 137 when killed), it died holding its gate run: close it, and its
+    # state goes back from IN_PROGRESS
+    [ "${PIPESTATUS[0]}" -ge 124 ] && python3 manage.py reap 2>&1 | tee -a "$log"
 done
 python3 manage.py ledger export --out "$out/hecbench_forged_h200.jsonl" 2>&1 | tail -1 | tee -a "$log"
 python3 manage.py shell -v 0 -c "

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from django.utils.html import escape
 
 from frontend.plots import SPEEDUP_BINS
 from frontend.tables import APP_STATES, application_rows
@@ -210,7 +211,7 @@ def test_forged_programs_gated_on_the_h200_stand_with_their_verdicts_down_to_dif
     changed = next(line[1:].strip() for line in patch.splitlines() if line.startswith("+") and not line.startswith("+++")
                    and len(line.strip()) > 12)
     diff = html.split('id="candidate-diff">')[1].split("</pre>")[0]
-    assert changed.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;").replace("'", "&#x27;") in diff
+    assert escape(changed) in diff  # as the template escapes it
     measured = [record["payload"] for record in export_records(FORGED) if record["type"] == "AppDatasetMeasured"
                 and record["payload"]["app"] == name and record["payload"]["run"] == verdicts[name]["run"]]
     assert measured
