@@ -166,7 +166,7 @@ WORKER_HEARTBEAT_S = float(os.environ.get("WORKER_HEARTBEAT_S", "10"))
 WORKER_LEASE_S = float(os.environ.get("WORKER_LEASE_S", "60"))
 REAPER_INTERVAL_S = float(os.environ.get("REAPER_INTERVAL_S", "60"))
 FORGE_ROUND_CLAIM_TIMEOUT_S = float(os.environ.get("FORGE_ROUND_CLAIM_TIMEOUT_S", "600"))
-CELERY_BEAT_SCHEDULE = {"reap": {"task": "ledger.reap", "schedule": REAPER_INTERVAL_S, "options": {"queue": "cpu"}}}
+CELERY_BEAT_SCHEDULE = {"reap": {"task": "ledger.reap", "schedule": REAPER_INTERVAL_S, "options": {"queue": "cpu", "expires": REAPER_INTERVAL_S}}}
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 
 # Ed25519 checkpoint signing. LEDGER_SIGNING_KEY is a base64 32-byte seed; without it a key
