@@ -8,7 +8,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
-import plotly
 from django.conf import settings
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
@@ -23,12 +22,14 @@ from measurement.roofline import TARGETS
 
 from . import app_figures, batches, plots, provenance, publication, reruns, selectors, tables
 
-PLOTLY_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
-
-
 def plotly_js(request: HttpRequest) -> FileResponse:
-    """The plotly bundle shipped inside the plotly package: pages never load a CDN."""
-    response = FileResponse(PLOTLY_JS.open("rb"), content_type="text/javascript")
+    """The plotly bundle shipped inside the plotly package: pages never load a CDN. Imported here,
+    not with the module: the device machine's management commands load the URLs but serve no
+    page, and plotly is the largest wheel the device would otherwise carry."""
+    import plotly
+
+    bundle = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
+    response = FileResponse(bundle.open("rb"), content_type="text/javascript")
     response["Cache-Control"] = "public, max-age=86400"
     return response
 

@@ -12,7 +12,8 @@
 #
 # What goes in: requirements.txt minus cupy-cuda12x (the device image has cupy-cuda13x, import
 # name cupy), playwright (browser tests never run there), halide (69 MB: the device runs the pipelines
-# that scripts/halide_aot.py compiles here, carried as device_carry/halide) and devito (CPU only) plus pystencils 2.0's own needs (appdirs, fasteners, ...), with dependencies
+# that scripts/halide_aot.py compiles here, carried as device_carry/halide), devito (CPU only), plotly
+# (10 MB; only a served page needs it) and psycopg (the device runs SQLite) plus pystencils 2.0's own needs (appdirs, fasteners, ...), with dependencies
 # resolved by pip for the device's platform. What is then removed: every distribution that the
 # device image already holds (DEVICE_HAS below, from the device docs' package list: numpy,
 # scipy, sympy, torch's stack, ...), except those this project pins for its tests (pytest).
@@ -49,7 +50,7 @@ typing-extensions typing-inspect urllib3 uvloop wadler-lindig werkzeug wheel wra
 
 requirements=$(mktemp)
 trap 'rm -f "$requirements"' EXIT
-grep -v -E '^\s*(#|$)' requirements.txt | grep -v -i -E '^(cupy-cuda12x|numpy|scipy|playwright|halide|devito)\b' >"$requirements"
+grep -v -E '^\s*(#|$)' requirements.txt | grep -v -i -E '^(cupy-cuda12x|numpy|scipy|playwright|halide|devito|plotly|psycopg)\b' >"$requirements"
 # pystencils' own needs beyond numpy/sympy (the device has those): listed so that a resolver
 # failure names them plainly.
 printf '%s\n' appdirs fasteners >>"$requirements"
