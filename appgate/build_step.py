@@ -54,7 +54,8 @@ def build_variants(loaded: LoadedManifest, gate_run: str, scratch: Path, actor: 
                 "app": m.name, "run": gate_run, "variant": variant, "ok": built.ok, "command": built.command,
                 "seconds": built.seconds, "output_tail": built.output_tail, "binary_hash": built.binary_hash,
                 "source_hashes": sources, "build_args": build_args,
-                "upstream": upstream if variant == "baseline" else None}))
+                "upstream": upstream if variant == "baseline" else None,
+                "probe": hashlib.sha256(m.correctness.probe.encode()).hexdigest() if m.correctness.probe else None}))
             done.evidence.append(str(event.event_id))
             if not built.ok:
                 done.reasons, done.detail = [f"{variant}_build_failed"], built.output_tail[-500:]

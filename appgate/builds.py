@@ -23,6 +23,7 @@ from pathlib import Path
 
 from measurement.harness import sandbox
 
+from . import diffs
 from .confined import confined, environment, inherited_environment, substitute
 from .manifest import LoadedManifest
 
@@ -52,10 +53,10 @@ def _compiled(path: str) -> bool:
         return False
 
 
-def fresh_source(source_dir: Path, target: Path, patch: dict[str, str] | None = None) -> Path:
+def fresh_source(source_dir: Path, target: Path, patch: dict[str, str] | None = None, probe: str | None = None) -> Path:
     """A copy of `source_dir` at `target` (made anew) without compiled objects or .git, with a
-    candidate patch's files written over it, readable by the sandbox's uid whatever the
-    original's modes."""
+    candidate patch's files written over it and then the manifest's probe applied (ValueError
+    when it does not fit), readable by the sandbox's uid whatever the original's modes."""
     if target.exists():
         shutil.rmtree(target)
 
@@ -65,6 +66,10 @@ def fresh_source(source_dir: Path, target: Path, patch: dict[str, str] | None = 
     shutil.copytree(source_dir, target, symlinks=True, ignore=left_out)
     for relative, text in (patch or {}).items():
         (target / relative).write_text(text)
+    if probe:
+        written = {relative: (target / relative).read_text() for relative in diffs.parse(probe)}
+        for relative, text in diffs.apply(written, probe).items():
+            (target / relative).write_text(text)
     sandbox.hand_over(target)
     return target
 
@@ -90,11 +95,15 @@ def build(loaded: LoadedManifest, variant: str, scratch: Path, *, patch: dict[st
     if folder.exists():
         shutil.rmtree(folder)
     folder.mkdir(parents=True)
-    source = fresh_source(loaded.source_dir, folder / "src", patch)
-    binary = folder / m.name
+    source, binary = folder / "src", folder / m.name
     values = {"out": str(binary), "src": str(source), "workdir": str(folder), "switch": switch_value(loaded, variant),
               "build_args": build_args}
     command = substitute(m.build.command, values)
+    try:
+        fresh_source(loaded.source_dir, source, patch, m.correctness.probe)
+    except ValueError as error:  # the candidate changed the lines the probe needs
+        return BuildResult(variant, False, command, 0.0, f"the probe (correctness.probe) does not apply to the {variant}'s "
+                           f"source: {error}", build_args=build_args)
     started = time.perf_counter()
     try:
         done, _ = confined(command, source, environment(loaded, variant, folder), m.build.timeout_s, folder, [])

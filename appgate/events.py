@@ -89,6 +89,13 @@ class AppVariantBuiltV2(AppVariantBuilt):
     upstream: Optional[dict[str, Any]] = None
 
 
+@event_type("AppVariantBuilt", owner="appgate", version=3, upcast_from_previous=lambda payload: {**payload, "probe": None})
+class AppVariantBuiltV3(AppVariantBuiltV2):
+    # v3: the sha256 of the manifest's probe (correctness.probe), applied to this variant's source
+    # before it built; None without one. The baseline is then upstream's code plus the probe.
+    probe: Optional[str] = None
+
+
 @event_type("AppDatasetMeasured", owner="appgate")
 class AppDatasetMeasured(Payload):
     """One dataset: both variants' correctness runs and their interleaved timed passes."""

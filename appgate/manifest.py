@@ -29,7 +29,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import Field, ValidationError, field_validator
 
-from . import patterns
+from . import diffs, patterns
 from .manifest_checks import Correctness, Hotspot, Strict, Timing, clock_problems, correctness_problems
 
 # SPDX identifiers accepted for a bundled or outside program's licence.
@@ -299,6 +299,7 @@ def semantic_problems(manifest: Manifest, source_dir: Path) -> list[str]:
             problems.append(f"{where}: no file {relative!r} in {source_dir}")
     if m.real_program.entry not in m.source.baseline_files:
         problems.append(f"source.baseline_files: must include the entry file {m.real_program.entry!r}")
+    problems += _probe_problems(m, source_dir)
     problems += _placeholder_problems("build.command", m.build.command, BUILD_PLACEHOLDERS)
     problems += _placeholder_problems("run.command", m.run.command, RUN_PLACEHOLDERS)
     for i, d in enumerate(m.datasets):
@@ -336,6 +337,27 @@ def semantic_problems(manifest: Manifest, source_dir: Path) -> list[str]:
         problems.append("hotspot.pattern: required when hotspot.source is 'pattern'")
     problems += clock_problems(m.timing, m.hotspot)
     return problems
+
+
+def _probe_problems(m: Manifest, source_dir: Path) -> list[str]:
+    """A probe may change only baseline files, and must apply to them as they are: a probe that
+    fits neither variant would fail every build of the application."""
+    if m.correctness.probe is None:
+        return []
+    try:
+        paths = diffs.parse(m.correctness.probe)
+    except ValueError:
+        return []  # said by correctness_problems
+    outside = sorted(set(paths) - set(m.source.baseline_files))
+    if outside:
+        return [f"correctness.probe: changes {', '.join(outside)}, not among source.baseline_files"]
+    if not source_dir.is_dir():
+        return []
+    try:
+        diffs.apply({p: (source_dir / p).read_text() for p in paths}, m.correctness.probe)
+    except (OSError, ValueError) as error:
+        return [f"correctness.probe: does not apply to the baseline: {error}"]
+    return []
 
 
 def _placeholder_problems(where: str, command: str, allowed: set[str]) -> list[str]:

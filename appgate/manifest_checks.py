@@ -9,6 +9,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from . import diffs
+
 
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -42,6 +44,10 @@ class Correctness(Strict):
     own_check: OwnCheck | None = None
     compare: list[Comparison] = Field(default_factory=list)
     no_comparison: str | None = Field(default=None, min_length=10)
+    # A unified diff of ours, never the candidate's, applied to both variants' source before they
+    # build (appgate.builds): it makes a program that prints nothing result-dependent print its
+    # result, after its timers, for `compare` to read (docs/appgate.md#probes).
+    probe: str | None = None
 
 
 TIME_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
@@ -86,6 +92,13 @@ def correctness_problems(c: Correctness, patterns: dict[str, str | None]) -> lis
                         "never REAL)")
     if not c.compare and c.own_check is None:
         problems.append("correctness: no check at all: declare own_check, compare or both")
+    if c.probe is not None:
+        if not c.compare:
+            problems.append("correctness.probe: only with correctness.compare (the comparison reads what it prints)")
+        try:
+            diffs.parse(c.probe)
+        except ValueError as error:
+            problems.append(f"correctness.probe: not a unified diff with -p1 paths: {error}")
     for index, comparison in enumerate(c.compare):
         where = f"correctness.compare.{index}"
         if comparison.source == "stdout":

@@ -92,22 +92,24 @@ def _declare(program: Program, folder: Path, root_name: str) -> list[str]:
     """What is declared by hand for the program (folder/<kind>/<app>.yaml, <app> the
     application's name without the root's: `matrixt-cuda` for hecbench-matrixt-cuda), put in its
     manifest: `compare/`, a list of compare items (or `no_comparison: why`) in place of what was
-    inferred; `datasets/`, a list of datasets added after upstream's. Returns the manifest's
+    inferred; `datasets/`, a list of datasets added after upstream's; `probe/<app>.patch`, the
+    probe both variants are built with (correctness.probe). Returns the manifest's
     header lines naming each file and its sha256; a file that is not of its form refuses the
-    program (invalid_declared_comparison, invalid_declared_datasets)."""
+    program (invalid_declared_comparison, invalid_declared_datasets, invalid_declared_probe)."""
     if program.manifest is None:
         return []
     app = program.manifest["name"].removeprefix(root_name + "-")
     said = []
-    for kind, what, refusal in (("compare", "correctness.compare", "invalid_declared_comparison"),
-                                ("datasets", "datasets", "invalid_declared_datasets")):
-        path = folder / kind / f"{app}.yaml"
+    for kind, what, refusal, suffix in (("compare", "correctness.compare", "invalid_declared_comparison", "yaml"),
+                                        ("datasets", "datasets", "invalid_declared_datasets", "yaml"),
+                                        ("probe", "correctness.probe", "invalid_declared_probe", "patch")):
+        path = folder / kind / f"{app}.{suffix}"
         if not path.is_file():
             continue
         text = path.read_bytes()
         try:
-            problem = _put(program.manifest, kind, yaml.safe_load(text))
-        except yaml.YAMLError as error:
+            problem = _put(program.manifest, kind, text.decode() if kind == "probe" else yaml.safe_load(text))
+        except (yaml.YAMLError, UnicodeDecodeError) as error:
             problem = str(error)
         if problem:
             program.refuse(refusal, f"{path.name}: {problem}")
@@ -119,6 +121,11 @@ def _declare(program: Program, folder: Path, root_name: str) -> list[str]:
 
 def _put(manifest: dict, kind: str, declared) -> str:
     """Put a declared block in the manifest; what is wrong with it, or ""."""
+    if kind == "probe":  # after compare: it needs the comparison that reads what it prints
+        if not manifest.get("correctness", {}).get("compare"):
+            return "a probe needs a declared comparison (compare/<app>.yaml) that reads what it prints"
+        manifest["correctness"]["probe"] = declared
+        return ""
     if kind == "datasets":
         if not isinstance(declared, list) or not declared or not all(isinstance(d, dict) for d in declared):
             return "a non-empty list of datasets (name, args), added after upstream's"

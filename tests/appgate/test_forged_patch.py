@@ -42,10 +42,10 @@ WRONG = FASTER.replace("sum += 0.5 * i;", "sum += 0.5 * i;\n#ifdef FORGED\n  sum
 DECLARED = "- source: stdout\n  pattern: 'checksum ([0-9.]+)'\n  norm: max_rel\n  tolerance: 1.0e-09\n"
 
 
-def forged(folder: Path, new_main: str, subject: str = "the kernel at half the time") -> Path:
+def forged(folder: Path, new_main: str, subject: str = "the kernel at half the time", base: str = STENCIL) -> Path:
     folder.mkdir(parents=True)
     (folder / "candidate.patch").write_text("".join(difflib.unified_diff(
-        STENCIL.splitlines(keepends=True), new_main.splitlines(keepends=True), "a/main.c", "b/main.c")))
+        base.splitlines(keepends=True), new_main.splitlines(keepends=True), "a/main.c", "b/main.c")))
     (folder / "candidate.yaml").write_text(f"subject: {subject}\nhypothesis: the same sum in half the time\n"
                                            "risk: none here\n")
     return folder

@@ -1,7 +1,8 @@
 """The forged HeCBench programs as they ship (fixtures/forged/hecbench/<app>/, issue 18): each is a
 patch proposer that loads, whose patch applies to the upstream checkout's baseline files as the
 gate would apply it, keeps upstream's code behind the `-DFORGED` switch, and has a comparison
-declared in fixtures/suites/hecbench/compare/ (or says why none); whether each is right and faster
+declared in fixtures/suites/hecbench/compare/ (or says why none), and whose probe (when it has one,
+fixtures/suites/hecbench/probe/) applies to both variants' files; whether each is right and faster
 is the H200 gate's to say (scripts/h200_forge_apps.sh), never this test's."""
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from tests.appgate.fixtures import CORPUS
 ROOT = Path(__file__).resolve().parents[2]
 FORGED = sorted((ROOT / "fixtures" / "forged" / "hecbench").iterdir()) if (ROOT / "fixtures" / "forged").is_dir() else []
 DECLARED = ROOT / "fixtures" / "suites" / "hecbench" / "compare"
+PROBES = sorted((ROOT / "fixtures" / "suites" / "hecbench" / "probe").glob("*.patch"))
 PROGRAMS = CORPUS / "src"
 
 
@@ -62,3 +64,22 @@ def test_each_forged_program_has_a_declared_comparison_or_says_why_not(folder):
     else:
         for item in declared:
             Comparison.model_validate(item)
+
+
+@pytest.mark.skipif(not PROGRAMS.is_dir(), reason=f"the HeCBench corpus is not at {CORPUS}")
+@pytest.mark.parametrize("probe", PROBES, ids=[p.stem for p in PROBES])
+def test_a_probe_applies_to_both_variants_and_its_comparison_reads_its_lines(probe):
+    """As appgate.builds applies it: on upstream's files (the baseline) and on upstream's with the
+    forged patch written over them (the candidate); the probe's lines print after PASS/FAIL."""
+    source, text = upstream_folder(probe.stem), probe.read_text()
+    forged = ROOT / "fixtures" / "forged" / "hecbench" / probe.stem / "candidate.patch"
+    candidate_patch = forged.read_text() if forged.is_file() else None
+    paths = set(diffs.parse(text)) | (set(diffs.parse(candidate_patch)) if candidate_patch else set())
+    upstream = {path: (source / path).read_text() for path in paths}
+    candidate = {**upstream, **(diffs.apply(upstream, candidate_patch) if candidate_patch else {})}
+    for files in (upstream, candidate):
+        probed = diffs.apply(files, text)
+        assert all("probe:" in probed[path] for path in probed)
+    declared = yaml.safe_load((DECLARED / f"{probe.stem}.yaml").read_text())
+    assert isinstance(declared, list) and declared, "a probe needs a declared comparison"
+    assert all(Comparison.model_validate(item).source == "stdout" and "probe:" in item["pattern"] for item in declared)
