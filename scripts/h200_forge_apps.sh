@@ -12,7 +12,8 @@
 # PREFIX (default docs/benchmarks/hecbench_triage_h200_4): the ledger export to continue, without
 # its suffix (PREFIX.jsonl), restored first: the triage's ledger, whose M1 profiles the agent takes
 # (the same baseline files: no profiling again); a later call gives the previous call's export.
-# Programs that already have a gate verdict in it are not gated again (an inconclusive one is). The import re-registers
+# Programs that already have a gate verdict in it are not gated again (an inconclusive one is, and a
+# self-checked one whose comparison was declared since). The import re-registers
 # the forged programs whose manifests changed (a comparison or datasets declared in fixtures/suites/hecbench/).
 # Writes to $OUT: hecbench_forged_h200.jsonl (the whole ledger's export, signed with the carried
 # key), hecbench_forged_h200.json (per forged program: state, verdict, headline, CI, REAL) and
@@ -61,13 +62,19 @@ python3 manage.py ledger restore "$resume.jsonl" 2>&1 | tail -1 | tee -a "$log" 
 # folder is named by its application (hecbench-<folder>), which upstream's name need not spell alike
 python3 manage.py appgate --actor agent:h200-forge suite import "$corpus" --suite hecbench --arch sm_90 \
     --only "$(paste -sd, "$corpus/PACKED")" --out "$manifests" 2>/dev/null | head -1 | tee -a "$log"
-# Line 1: the programs with a verdict (not again; an inconclusive one is); line 2: those stopped after
-# M1 by --gate-budget in an earlier call (not again unless named in FORGE_ONLY, with a larger
-# FORGE_PROGRAM_S). -v 0: Django's shell otherwise prints a line about its automatic imports first
-# (that line re-gated dpid-cuda on 2026-12-02).
+# Line 1: the programs with a verdict (not again; an inconclusive one is, and a self-checked one
+# whose comparison has since been declared, with a probe: docs/appgate.md#probes); line 2: those
+# stopped after M1 by --gate-budget in an earlier call (not again unless named in FORGE_ONLY, with a
+# larger FORGE_PROGRAM_S). -v 0: Django's shell otherwise prints a line about its automatic imports
+# first (that line re-gated dpid-cuda on 2026-12-02).
 { read -r gated; read -r over; } < <(python3 manage.py shell -v 0 -c "
+from pathlib import Path
 from appgate.models import AppRow
-print(' '.join(AppRow.objects.exclude(verdict__in=('', 'inconclusive')).values_list('name', flat=True)))
+def compared(name):
+    declared = Path('fixtures/suites/hecbench/compare') / (name.removeprefix('hecbench-') + '.yaml')
+    return declared.is_file() and 'no_comparison' not in declared.read_text()
+print(' '.join(name for name, verdict in AppRow.objects.exclude(verdict__in=('', 'inconclusive')).values_list('name', 'verdict')
+               if not (verdict == 'self-checked' and compared(name))))
 print(' '.join(AppRow.objects.filter(state_code='over_budget').values_list('name', flat=True)))")
 for program in $forged; do
     app="hecbench-$program"

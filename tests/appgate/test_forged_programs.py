@@ -70,7 +70,7 @@ def test_each_forged_program_has_a_declared_comparison_or_says_why_not(folder):
 @pytest.mark.parametrize("probe", PROBES, ids=[p.stem for p in PROBES])
 def test_a_probe_applies_to_both_variants_and_its_comparison_reads_its_lines(probe):
     """As appgate.builds applies it: on upstream's files (the baseline) and on upstream's with the
-    forged patch written over them (the candidate); the probe's lines print after PASS/FAIL."""
+    forged patch written over them (the candidate)."""
     source, text = upstream_folder(probe.stem), probe.read_text()
     forged = ROOT / "fixtures" / "forged" / "hecbench" / probe.stem / "candidate.patch"
     candidate_patch = forged.read_text() if forged.is_file() else None
