@@ -8,6 +8,11 @@ launch: only the first LAUNCHES are measured, said in the result), else none: th
 unknown and the result says why, never a guess. The share is of the kernel time, not of the
 program's own clock: most HeCBench programs print an average per iteration, so a kernel's total
 time over the run has no common measure with it (docs/appgate.md#triage).
+
+With ncu the same run also gives each launch's speed of light: the larger of its memory and its
+compute (SM) throughput as a fraction of the GPU's peak (ncu's "GPU Speed Of Light" section). Its
+time-weighted mean over the measured launches is the baseline's quality in the application table,
+how close upstream's kernels already run to what the GPU can do; nsys measures no throughput.
 """
 from __future__ import annotations
 
@@ -24,6 +29,9 @@ from .confined import confined, inherited_environment
 from .manifest import LoadedManifest
 
 TOOLS = ("nsys", "ncu")
+# ncu's "Memory Throughput" and "Compute (SM) Throughput", % of peak sustained over the launch
+SPEED_OF_LIGHT = ("gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",
+                  "sm__throughput.avg.pct_of_peak_sustained_elapsed")
 LAUNCHES = 200  # ncu: launches measured (each is replayed; thousands would take minutes)
 TOP = 3  # kernels named in the result
 OVERHEAD_S = 30.0  # added to a run's time limit for the profiled run: the profiler's start and its report
@@ -31,7 +39,8 @@ REPORT = "forgestencil-profile"
 COMMANDS = {
     "nsys": f"{{tool}} profile --trace=cuda --sample=none --cpuctxsw=none --force-overwrite=true "
             f"--output={{workdir}}/{REPORT} ",
-    "ncu": f"{{tool}} --csv --metrics gpu__time_duration.sum --launch-count {LAUNCHES} --target-processes all ",
+    "ncu": f"{{tool}} --csv --metrics gpu__time_duration.sum,{','.join(SPEED_OF_LIGHT)} --launch-count {LAUNCHES} "
+           "--target-processes all ",
 }
 UNITS = {"nsecond": 1e-9, "ns": 1e-9, "usecond": 1e-6, "us": 1e-6, "msecond": 1e-3, "ms": 1e-3, "second": 1.0, "s": 1.0}
 
@@ -78,12 +87,17 @@ def measure(loaded: LoadedManifest, binary: Path, dataset, scratch: Path, *, too
         return unmeasured(problem or f"{tool} measured no kernel", tool)
     total = sum(seconds for seconds, _ in kernels.values())
     ranked = sorted(kernels.items(), key=lambda item: -item[1][0])
-    top = [{"name": name[:160], "seconds": seconds, "launches": launches, "share": seconds / total if total else None}
+    light = ncu_speed_of_light(ran.stdout) if tool == "ncu" else {}
+    top = [{"name": name[:160], "seconds": seconds, "launches": launches, "share": seconds / total if total else None,
+            **({"speed_of_light": light.get(name)} if tool == "ncu" else {})}
            for name, (seconds, launches) in ranked[:TOP]]
     result = {"tool": tool, "share": top[0]["share"], "top": top, "kernel_seconds": total, "kernels": len(kernels),
               "problem": ""}
     if tool == "ncu":
         result["launches_measured"] = f"the first {LAUNCHES} launches at most"
+        weighted = [(kernels[name][0], fraction) for name, fraction in light.items() if name in kernels]
+        timed = sum(seconds for seconds, _ in weighted)
+        result["speed_of_light"] = sum(seconds * fraction for seconds, fraction in weighted) / timed if timed else None
     return result
 
 
@@ -127,12 +141,41 @@ def nsys_kernels(text: str) -> dict[str, tuple[float, int]]:
     return kernels
 
 
+def ncu_speed_of_light(text: str) -> dict[str, float]:
+    """Per kernel name, the time-weighted mean over its launches of max(memory, compute
+    throughput) / 100 from `ncu --csv` (launches without both metrics or a time left out)."""
+    launches: dict[str, dict[str, float]] = {}
+    names: dict[str, str] = {}
+    for row in _ncu_rows(text):
+        try:
+            value = float(row["Metric Value"].replace(",", ""))
+            if row["Metric Name"] == "gpu__time_duration.sum":
+                value *= UNITS[row["Metric Unit"]]
+        except (KeyError, ValueError, AttributeError):
+            continue
+        launches.setdefault(row["ID"], {})[row["Metric Name"]] = value
+        names[row["ID"]] = row["Kernel Name"]
+    weighted: dict[str, tuple[float, float]] = {}
+    for launch, metrics in launches.items():
+        if "gpu__time_duration.sum" not in metrics or any(name not in metrics for name in SPEED_OF_LIGHT):
+            continue
+        seconds = metrics["gpu__time_duration.sum"]
+        fraction = max(metrics[name] for name in SPEED_OF_LIGHT) / 100
+        total, light = weighted.get(names[launch], (0.0, 0.0))
+        weighted[names[launch]] = (total + seconds, light + seconds * fraction)
+    return {name: light / total for name, (total, light) in weighted.items() if total > 0}
+
+
+def _ncu_rows(text: str) -> list[dict[str, str]]:
+    """The CSV rows of `ncu --csv`'s output (the program's own lines and ncu's ==PROF== lines left out)."""
+    return list(csv.DictReader(io.StringIO("\n".join(line for line in text.splitlines() if line.startswith('"')))))
+
+
 def ncu_kernels(text: str) -> dict[str, tuple[float, int]]:
     """Per kernel name, (total GPU seconds, launches) from `ncu --csv`'s gpu__time_duration rows
     (the CSV lines of its output: the program's own lines and ncu's ==PROF== lines left out)."""
-    lines = [line for line in text.splitlines() if line.startswith('"')]
     kernels: dict[str, tuple[float, int]] = {}
-    for row in csv.DictReader(io.StringIO("\n".join(lines))):
+    for row in _ncu_rows(text):
         if row.get("Metric Name") != "gpu__time_duration.sum":
             continue
         try:

@@ -219,9 +219,9 @@ def _application_row(row: dict, source: dict, signoffs: dict) -> dict:
         "real": row["real"], "amdahl_ceiling": row["amdahl_ceiling"], "hotspot_fraction": row["hotspot_fraction"],
         # M1's profile: the top kernel and its share of all kernels' GPU time (triage's scope decision)
         "hotspot_kernel": hot["kernel"], "hotspot_share": hot["share"],
-        # the baseline's fraction of its roofline: no event records it for an application yet
-        # (docs/appgate.md, "The application table"); shown as "not measured", never estimated
-        "baseline_quality": None,
+        # the baseline's fraction of its roofline: M1's ncu profile, max(memory, compute throughput)
+        # over peak, time-weighted over the kernels (appgate.profiler); None: not measured, never estimated
+        "baseline_quality": hot["speed_of_light"],
         # issue 17: the correctness checks the verdict rests on ("" before they were recorded), the
         # datasets still noisy after every attempt, a CI reaching 1.0, a headline above its ceiling
         "checks": " + ".join(row["checks"] or []), "noisy": ", ".join(row["noisy"]), "parity": parity(status, ci),

@@ -69,8 +69,10 @@ class ApplicationRowSerializer(serializers.Serializer):
     hotspot_fraction = serializers.FloatField(allow_null=True, help_text="the gate's: the baseline's hotspot share by its clocks")
     hotspot_kernel = serializers.CharField(help_text="the top kernel of the triage's profile (M1); '' without one")
     hotspot_share = serializers.FloatField(allow_null=True, help_text="its share of all kernels' GPU time")
-    baseline_quality = serializers.FloatField(allow_null=True, help_text="the baseline's fraction of its roofline; "
-                                                                         "null: not measured")
+    baseline_quality = serializers.FloatField(allow_null=True, help_text="the baseline's fraction of its roofline: "
+                                                                         "ncu's speed of light (max of memory and compute "
+                                                                         "throughput over peak), time-weighted over M1's "
+                                                                         "profiled launches; null: not measured")
     checks = serializers.CharField(help_text='correctness checks of the verdict: "own_check + compare", "own_check" '
                                              '(self-checked), "compare"; "" when not recorded')
     noisy = serializers.CharField(help_text="datasets still noisy after every attempt (the verdict is inconclusive)")

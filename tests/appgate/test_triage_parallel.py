@@ -16,7 +16,7 @@ from django.core.management import call_command
 from appgate import triage as triage_module
 from appgate.agent import triage
 from appgate.manifest import SUITE_ROOTS_ENV
-from appgate.profiler import ncu_kernels, nsys_kernels, profiler
+from appgate.profiler import SPEED_OF_LIGHT, ncu_kernels, ncu_speed_of_light, nsys_kernels, profiler
 from appgate.suites.importer import import_suite
 from appgate.triage import Limits, manifest_paths, triage_all
 from ledger.models import Event
@@ -198,9 +198,22 @@ Average kernel execution time 0.5 (ms)
 "2","1234","main","h","stencil","1","7","Command line profiler metrics","gpu__time_duration.sum","usecond","29.50"
 PASS
 """
+# The same launches with the speed-of-light metrics the profiler asks for too (each launch's rows in turn).
+LIGHT = {"0": ("62.35", "56.50"), "1": ("10.00", "20.00"), "2": ("75.80", "40.10")}
+NCU_LIGHT_CSV = NCU_CSV.replace("PASS\n", "".join(
+    f'"{launch}","1234","main","h","{"reduce" if launch == "1" else "stencil"}","1","7","Command line profiler metrics",'
+    f'"{metric}","%","{value}"\n' for launch, values in LIGHT.items() for metric, value in zip(SPEED_OF_LIGHT, values)) + "PASS\n")
 
 
 def test_the_kernel_summaries_of_nsys_and_ncu_give_each_kernels_time_and_launches():
     assert nsys_kernels(NSYS_CSV) == {"void stencil<float>(const float *, float *, int)": (pytest.approx(3e-3), 100),
                                       "reduce(float *, int)": (pytest.approx(1e-3), 100)}
     assert ncu_kernels(NCU_CSV) == {"stencil": (pytest.approx(60e-6), 2), "reduce": (pytest.approx(9.5e-6), 1)}
+
+
+def test_ncu_gives_each_kernels_time_weighted_speed_of_light_the_busier_of_memory_and_compute():
+    assert ncu_kernels(NCU_LIGHT_CSV) == ncu_kernels(NCU_CSV)  # the extra metrics change no kernel time
+    # stencil: launch 0 at 30.5 us and 62.35% (memory), launch 2 at 29.5 us and 75.80%; reduce: 20% (compute)
+    assert ncu_speed_of_light(NCU_LIGHT_CSV) == {"stencil": pytest.approx((30.5 * 0.6235 + 29.5 * 0.758) / 60),
+                                                 "reduce": pytest.approx(0.20)}
+    assert ncu_speed_of_light(NCU_CSV) == {}  # a profile without them: not measured, never guessed

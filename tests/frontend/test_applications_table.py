@@ -223,3 +223,24 @@ def test_forged_programs_gated_on_the_h200_stand_with_their_verdicts_down_to_dif
     bars = next(f for f in figures(html) if f["data"][0]["type"] == "bar")["data"][0]
     standing = [rows[n]["headline"] for n in integrated]
     assert dict(zip(bars["x"], bars["y"])) == {label: sum(bin_of(v) == label for v in standing) for *_, label in SPEEDUP_BINS}
+
+
+def test_the_baseline_quality_is_the_m1_profiles_speed_of_light_and_the_page_shows_it(ledger, client, tmp_path, monkeypatch):
+    """The table reads M1's profile as the triage recorded it (the profile handed in, as the
+    triage hands a CUDA program ncu's: appgate.profiler's `speed_of_light`)."""
+    from appgate.agent import triage
+    from appgate.manifest import SUITE_ROOTS_ENV
+    from appgate.suites import importer
+    from tests.appgate.fixtures import write_suite
+    from tests.appgate.test_forged_patch import STENCIL, TIMED, profiled
+
+    root = write_suite(tmp_path / "suite", "omp", {"stencil": ({"regex": TIMED, "args": ["8"]}, STENCIL, "8")})
+    monkeypatch.setenv(SUITE_ROOTS_ENV, f"synth={root}")
+    monkeypatch.setattr(importer, "DECLARED", tmp_path / "declared")
+    importer.import_suite(root, "hecbench", root_name="synth", model="omp", out=tmp_path / "m", actor="user:test")
+    triage(tmp_path / "m" / "synth-stencil-omp.yaml", "agent:test", profile=lambda *run: {**profiled(*run), "speed_of_light": 0.4235})
+    row = next(r for r in application_rows() if r["app"] == "synth-stencil-omp")
+    assert row["baseline_quality"] == 0.4235
+    cells = client.get("/apps/", {"suite": "synth"}).content.decode()
+    row_html = re.search(r"<tr[^>]*>(?:(?!</tr>).)*synth-stencil-omp(?:(?!</tr>).)*</tr>", cells, re.S).group(0)
+    assert "<td>42.4%</td>" in row_html
