@@ -55,7 +55,7 @@ def build_variants(loaded: LoadedManifest, gate_run: str, scratch: Path, actor: 
                 "seconds": built.seconds, "output_tail": built.output_tail, "binary_hash": built.binary_hash,
                 "source_hashes": sources, "build_args": build_args,
                 "upstream": upstream if variant == "baseline" else None,
-                "probe": hashlib.sha256(m.correctness.probe.encode()).hexdigest() if m.correctness.probe else None}))
+                "probe": builds.probe_hash(loaded)}))
             done.evidence.append(str(event.event_id))
             if not built.ok:
                 done.reasons, done.detail = [f"{variant}_build_failed"], built.output_tail[-500:]

@@ -68,10 +68,16 @@ def fresh_source(source_dir: Path, target: Path, patch: dict[str, str] | None = 
         (target / relative).write_text(text)
     if probe:
         written = {relative: (target / relative).read_text() for relative in diffs.parse(probe)}
-        for relative, text in diffs.apply(written, probe).items():
+        for relative, text in diffs.apply(written, probe, unique=True).items():
             (target / relative).write_text(text)
     sandbox.hand_over(target)
     return target
+
+
+def probe_hash(loaded: LoadedManifest) -> str | None:
+    """The sha256 of the probe every build of the application applies (None: it has none)."""
+    probe = loaded.manifest.correctness.probe
+    return hashlib.sha256(probe.encode()).hexdigest() if probe else None
 
 
 def switch_value(loaded: LoadedManifest, variant: str) -> str:

@@ -62,9 +62,11 @@ def parse(text: str) -> dict[str, list[tuple[int, list[str], list[str]]]]:
     return files
 
 
-def apply(originals: dict[str, str], text: str) -> dict[str, str]:
+def apply(originals: dict[str, str], text: str, *, unique: bool = False) -> dict[str, str]:
     """The patched texts of the files the patch changes (of `originals`: path -> text), or
-    ValueError naming the file, the hunk and what differs."""
+    ValueError naming the file, the hunk and what differs. `unique`: each hunk's lines must stand
+    in the file as many times as the patch has hunks with those lines, once for most (a probe: a
+    candidate must not choose, by copying them into code that never runs, where the probe lands)."""
     patched: dict[str, str] = {}
     for path, hunks in parse(text).items():
         if path not in originals:
@@ -77,6 +79,12 @@ def apply(originals: dict[str, str], text: str) -> dict[str, str]:
             if where is None:
                 raise ValueError(f"{path}: the hunk at line {start} does not match the file: "
                                  f"{_first_difference(lines, old, max(start - 1, at))}")
+            if unique:
+                found = sum(lines[k:k + len(old)] == old for k in range(len(lines) - len(old) + 1))
+                patched_here = sum(other == old for _, other, _ in hunks)
+                if found != patched_here:
+                    raise ValueError(f"{path}: the lines of the hunk at line {start} stand {found} times in the file, "
+                                     f"the patch changes them at {patched_here} place(s)")
             out += lines[at:where] + new
             at = where + len(old)
         patched[path] = "".join(out + lines[at:])

@@ -89,15 +89,13 @@ def measure(loaded: LoadedManifest, binary: Path, dataset, scratch: Path, *, too
     ranked = sorted(kernels.items(), key=lambda item: -item[1][0])
     light = ncu_speed_of_light(ran.stdout) if tool == "ncu" else {}
     top = [{"name": name[:160], "seconds": seconds, "launches": launches, "share": seconds / total if total else None,
-            **({"speed_of_light": light.get(name)} if tool == "ncu" else {})}
+            **({"speed_of_light": light[name][1] if name in light else None} if tool == "ncu" else {})}
            for name, (seconds, launches) in ranked[:TOP]]
     result = {"tool": tool, "share": top[0]["share"], "top": top, "kernel_seconds": total, "kernels": len(kernels),
               "problem": ""}
     if tool == "ncu":
         result["launches_measured"] = f"the first {LAUNCHES} launches at most"
-        weighted = [(kernels[name][0], fraction) for name, fraction in light.items() if name in kernels]
-        timed = sum(seconds for seconds, _ in weighted)
-        result["speed_of_light"] = sum(seconds * fraction for seconds, fraction in weighted) / timed if timed else None
+        result["speed_of_light"] = overall_speed_of_light(light)
     return result
 
 
@@ -141,20 +139,22 @@ def nsys_kernels(text: str) -> dict[str, tuple[float, int]]:
     return kernels
 
 
-def ncu_speed_of_light(text: str) -> dict[str, float]:
-    """Per kernel name, the time-weighted mean over its launches of max(memory, compute
-    throughput) / 100 from `ncu --csv` (launches without both metrics or a time left out)."""
-    launches: dict[str, dict[str, float]] = {}
-    names: dict[str, str] = {}
+def ncu_speed_of_light(text: str) -> dict[str, tuple[float, float]]:
+    """Per kernel name, (the GPU seconds of its launches that have both throughput metrics, their
+    time-weighted mean of max(memory, compute throughput) / 100) from `ncu --csv`; launches
+    without both metrics or a time are left out, never guessed."""
+    launches: dict[tuple[str, str], dict[str, float]] = {}
+    names: dict[tuple[str, str], str] = {}
     for row in _ncu_rows(text):
+        launch = (row.get("Process ID", ""), row.get("ID", ""))  # IDs may restart in each profiled process
         try:
             value = float(row["Metric Value"].replace(",", ""))
             if row["Metric Name"] == "gpu__time_duration.sum":
                 value *= UNITS[row["Metric Unit"]]
         except (KeyError, ValueError, AttributeError):
             continue
-        launches.setdefault(row["ID"], {})[row["Metric Name"]] = value
-        names[row["ID"]] = row["Kernel Name"]
+        launches.setdefault(launch, {})[row["Metric Name"]] = value
+        names[launch] = row["Kernel Name"]
     weighted: dict[str, tuple[float, float]] = {}
     for launch, metrics in launches.items():
         if "gpu__time_duration.sum" not in metrics or any(name not in metrics for name in SPEED_OF_LIGHT):
@@ -163,7 +163,13 @@ def ncu_speed_of_light(text: str) -> dict[str, float]:
         fraction = max(metrics[name] for name in SPEED_OF_LIGHT) / 100
         total, light = weighted.get(names[launch], (0.0, 0.0))
         weighted[names[launch]] = (total + seconds, light + seconds * fraction)
-    return {name: light / total for name, (total, light) in weighted.items() if total > 0}
+    return {name: (total, light / total) for name, (total, light) in weighted.items() if total > 0}
+
+
+def overall_speed_of_light(light: dict[str, tuple[float, float]]) -> float | None:
+    """The time-weighted mean over every launch that has it (None: none has)."""
+    total = sum(seconds for seconds, _ in light.values())
+    return sum(seconds * fraction for seconds, fraction in light.values()) / total if total else None
 
 
 def _ncu_rows(text: str) -> list[dict[str, str]]:

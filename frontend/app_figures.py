@@ -10,7 +10,7 @@ from typing import Any
 from . import plots
 from .tables import STANDING, figures as summary
 
-QUALITY_AXIS = "baseline: fraction of its roofline"
+QUALITY_AXIS = "baseline: speed of light (fraction of peak)"
 
 
 def standing_real(rows: list[dict]) -> list[dict]:

@@ -50,8 +50,9 @@ def upstream_repository(upstream: str) -> str:
 def hotspots(m1: dict[str, Any] | None) -> dict[str, Any]:
     """From an M1 AppMilestoneReached payload: the profiler's top kernels ({name, seconds, share,
     launches}, and speed_of_light with ncu), the tool, the top kernel with its share of all
-    kernels' GPU time (the share M1 judged the scope by) and the kernels' time-weighted speed of
-    light (the baseline's quality; None before profiles recorded it, or with nsys). Empty when M1 recorded no profile (a CPU program, a failed profile)."""
+    kernels' GPU time (the share M1 judged the scope by) and the kernels' time-weighted speed
+    of light (the baseline's quality; None before profiles recorded it, or with nsys). Empty
+    when M1 recorded no profile (a CPU program, a failed profile)."""
     profile = ((m1 or {}).get("evidence") or {}).get("profile") or {}
     top = profile.get("top") or []
     return {"kernels": top, "tool": profile.get("tool", ""), "problem": profile.get("problem", ""),

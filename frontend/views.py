@@ -22,6 +22,7 @@ from measurement.roofline import TARGETS
 
 from . import app_figures, batches, plots, provenance, publication, reruns, selectors, tables
 
+
 def plotly_js(request: HttpRequest) -> FileResponse:
     """The plotly bundle shipped inside the plotly package: pages never load a CDN. Imported here,
     not with the module: the device machine's management commands load the URLs but serve no

@@ -63,16 +63,17 @@ python3 manage.py ledger restore "$resume.jsonl" 2>&1 | tail -1 | tee -a "$log" 
 python3 manage.py appgate --actor agent:h200-forge suite import "$corpus" --suite hecbench --arch sm_90 \
     --only "$(paste -sd, "$corpus/PACKED")" --out "$manifests" 2>/dev/null | head -1 | tee -a "$log"
 # Line 1: the programs with a verdict (not again; an inconclusive one is, and a self-checked one
-# whose comparison has since been declared, with a probe: docs/appgate.md#probes); line 2: those
+# whose comparison has since been declared, e.g. with a probe: docs/appgate.md#probes); line 2: those
 # stopped after M1 by --gate-budget in an earlier call (not again unless named in FORGE_ONLY, with a
 # larger FORGE_PROGRAM_S). -v 0: Django's shell otherwise prints a line about its automatic imports
 # first (that line re-gated dpid-cuda on 2026-12-02).
 { read -r gated; read -r over; } < <(python3 manage.py shell -v 0 -c "
 from pathlib import Path
+import yaml
 from appgate.models import AppRow
 def compared(name):
     declared = Path('fixtures/suites/hecbench/compare') / (name.removeprefix('hecbench-') + '.yaml')
-    return declared.is_file() and 'no_comparison' not in declared.read_text()
+    return declared.is_file() and isinstance(yaml.safe_load(declared.read_text()), list)
 print(' '.join(name for name, verdict in AppRow.objects.exclude(verdict__in=('', 'inconclusive')).values_list('name', 'verdict')
                if not (verdict == 'self-checked' and compared(name))))
 print(' '.join(AppRow.objects.filter(state_code='over_budget').values_list('name', flat=True)))")

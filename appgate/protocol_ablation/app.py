@@ -18,6 +18,7 @@ from measurement.harness.judge import bootstrap_ratio_ci
 from measurement.decisions import Attempts
 
 from .. import runner
+from ..builds import probe_hash
 from ..manifest import LoadedManifest, baseline_mismatches, file_hash
 from ..models import AppRow
 from ..projections import result_key as app_result_key
@@ -181,7 +182,8 @@ def ablate_app(spec: str, actor: str, protocol: AppProtocol | None = None, wrong
         event = append(NewEvent(stream=result.stream, type="AppVariantBuilt", actor=actor, payload={
             "app": m.name, "run": f"{ablation}/{label}", "variant": variant, "ok": built.ok, "command": built.command,
             "seconds": built.seconds, "output_tail": built.output_tail, "binary_hash": built.binary_hash,
-            "source_hashes": {name: file_hash(loaded.source_dir / name) for name in m.source.baseline_files}}))
+            "source_hashes": {name: file_hash(loaded.source_dir / name) for name in m.source.baseline_files},
+            "probe": probe_hash(target)}))
         if not built.ok:
             raise AblationError(f"{m.name}: the {label} {variant} does not build: {built.output_tail[-500:]}")
         return built.binary, str(event.event_id)

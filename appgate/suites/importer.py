@@ -123,7 +123,7 @@ def _put(manifest: dict, kind: str, declared) -> str:
     """Put a declared block in the manifest; what is wrong with it, or ""."""
     if kind == "probe":  # after compare: it needs the comparison that reads what it prints
         if not manifest.get("correctness", {}).get("compare"):
-            return "a probe needs a declared comparison (compare/<app>.yaml) that reads what it prints"
+            return "a probe needs a comparison that reads what it prints (declare it in compare/<app>.yaml)"
         manifest["correctness"]["probe"] = declared
         return ""
     if kind == "datasets":

@@ -184,5 +184,6 @@ def test_builds_and_measurements_recorded_before_issue_17_read_with_the_new_fiel
     measured = append(NewEvent(stream="app/old", type="AppDatasetMeasured", actor="user:test", schema_version=1, payload={
         "app": "old", "run": "r", "dataset": "d", "args": "", "correct": {}, "correctness_detail": {}, "samples": {},
         "timing_source": "wall"}))
-    assert (built.data["build_args"], built.data["upstream"]) == ("", None) and "build_args" not in built.payload
+    assert (built.data["build_args"], built.data["upstream"], built.data["probe"]) == ("", None, None)
+    assert "build_args" not in built.payload
     assert measured.data["inputs"] == {} and "inputs" not in measured.payload

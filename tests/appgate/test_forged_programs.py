@@ -78,7 +78,7 @@ def test_a_probe_applies_to_both_variants_and_its_comparison_reads_its_lines(pro
     upstream = {path: (source / path).read_text() for path in paths}
     candidate = {**upstream, **(diffs.apply(upstream, candidate_patch) if candidate_patch else {})}
     for files in (upstream, candidate):
-        probed = diffs.apply(files, text)
+        probed = diffs.apply(files, text, unique=True)
         assert all("probe:" in probed[path] for path in probed)
     declared = yaml.safe_load((DECLARED / f"{probe.stem}.yaml").read_text())
     assert isinstance(declared, list) and declared, "a probe needs a declared comparison"

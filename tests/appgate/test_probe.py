@@ -35,6 +35,8 @@ FASTER = SILENT.replace('  printf("Average', '#ifdef FORGED\n  ms = ms / 2;\n#en
 WRONG = FASTER.replace("sum += 0.5 * i;", "sum += 0.5 * i;\n#ifdef FORGED\n  sum += 1e-3;\n#endif")
 # Rewrites the PASS line the probe's hunk holds as context: the probe no longer fits the candidate.
 MOVED = FASTER.replace('  printf("PASS\\n");', '  puts("PASS");')
+# Copies the probe's lines into a branch that never runs, to choose where the probe lands.
+DECOY = FASTER.replace("  double ms", '  if (argc < 0) {\n  printf("PASS\\n");\n  return 0;\n  }\n  double ms')
 COMPARED = "- source: stdout\n  pattern: '^probe: sum ([0-9.]+)'\n  norm: exact\n"
 
 
@@ -91,10 +93,21 @@ def test_a_candidate_that_moves_the_probes_lines_fails_its_build_and_says_so(man
                                                "main.c: the hunk at line")
 
 
+def test_a_candidate_that_copies_the_probes_lines_elsewhere_fails_its_build(manifest, tmp_path):
+    row = run_agent(manifest, "agent:test", protocol=QUICK, proposer=PatchProposer(forged(tmp_path / "f", DECOY, base=SILENT)))
+    assert row.verdict == "rejected" and not row.real
+    failed = [e.data for e in stream_events("app/synth-silent-omp") if e.type == "AppVariantBuilt" and not e.data["ok"]]
+    assert [b["variant"] for b in failed] == ["candidate"]
+    assert "main.c: the lines of the hunk at line 7 stand 2 times in the file, the patch changes them at 1 place(s)" in failed[0]["output_tail"]
+
+
 def test_a_probe_without_a_comparison_or_that_does_not_fit_upstream_is_refused_at_import(ledger, tmp_path, monkeypatch):
     report = declare(tmp_path, monkeypatch, probe=diff(SILENT, PROBED), compare=None)
     assert report["programs"][0]["refusals"][0] == {"code": "invalid_declared_probe", "detail": (
-        "silent-omp.patch: a probe needs a declared comparison (compare/<app>.yaml) that reads what it prints")}
+        "silent-omp.patch: a probe needs a comparison that reads what it prints (declare it in compare/<app>.yaml)")}
     report = declare(tmp_path / "again", monkeypatch, probe=diff(FASTER, FASTER.replace("ms = ms / 2;", "ms = ms / 4;")))  # written against another file
     refusal = report["programs"][0]["refusals"][0]
     assert refusal["code"] == "invalid_manifest" and "correctness.probe: does not apply to the baseline: main.c:" in refusal["detail"]
+    other = diff(SILENT, PROBED).replace("a/main.c", "a/other.c").replace("b/main.c", "b/other.c")
+    refusal = declare(tmp_path / "third", monkeypatch, probe=other)["programs"][0]["refusals"][0]
+    assert refusal["code"] == "invalid_manifest" and "correctness.probe: changes other.c, not among source.baseline_files" in refusal["detail"]

@@ -16,7 +16,8 @@ from django.core.management import call_command
 from appgate import triage as triage_module
 from appgate.agent import triage
 from appgate.manifest import SUITE_ROOTS_ENV
-from appgate.profiler import SPEED_OF_LIGHT, ncu_kernels, ncu_speed_of_light, nsys_kernels, profiler
+from appgate.profiler import (SPEED_OF_LIGHT, ncu_kernels, ncu_speed_of_light, nsys_kernels, overall_speed_of_light,
+                              profiler)
 from appgate.suites.importer import import_suite
 from appgate.triage import Limits, manifest_paths, triage_all
 from ledger.models import Event
@@ -214,6 +215,11 @@ def test_the_kernel_summaries_of_nsys_and_ncu_give_each_kernels_time_and_launche
 def test_ncu_gives_each_kernels_time_weighted_speed_of_light_the_busier_of_memory_and_compute():
     assert ncu_kernels(NCU_LIGHT_CSV) == ncu_kernels(NCU_CSV)  # the extra metrics change no kernel time
     # stencil: launch 0 at 30.5 us and 62.35% (memory), launch 2 at 29.5 us and 75.80%; reduce: 20% (compute)
-    assert ncu_speed_of_light(NCU_LIGHT_CSV) == {"stencil": pytest.approx((30.5 * 0.6235 + 29.5 * 0.758) / 60),
-                                                 "reduce": pytest.approx(0.20)}
-    assert ncu_speed_of_light(NCU_CSV) == {}  # a profile without them: not measured, never guessed
+    light = ncu_speed_of_light(NCU_LIGHT_CSV)
+    assert light == {"stencil": (pytest.approx(60e-6), pytest.approx((30.5 * 0.6235 + 29.5 * 0.758) / 60)),
+                     "reduce": (pytest.approx(9.5e-6), pytest.approx(0.20))}
+    assert overall_speed_of_light(light) == pytest.approx((30.5 * 0.6235 + 29.5 * 0.758 + 9.5 * 0.20) / 69.5)
+    # a launch without the metrics counts in no weight: the same as if reduce had never run
+    unmeasured = NCU_LIGHT_CSV.replace('"1","1234","main","h","reduce","1","7","Command line profiler metrics","sm__', '"x')
+    assert overall_speed_of_light(ncu_speed_of_light(unmeasured)) == pytest.approx(light["stencil"][1])
+    assert ncu_speed_of_light(NCU_CSV) == {} and overall_speed_of_light({}) is None  # not measured, never guessed
