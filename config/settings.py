@@ -7,7 +7,7 @@ import dj_database_url
 from config.secret_key import embedded_secret_key
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-VAR_DIR = Path(os.environ.get("FORGESTENCIL_VAR_DIR", BASE_DIR / "var"))
+VAR_DIR = Path(os.environ.get("FORGESTENCIL_VAR_DIR") or BASE_DIR / "var")  # set but empty: the default, never the working folder
 VAR_DIR.mkdir(parents=True, exist_ok=True)
 
 

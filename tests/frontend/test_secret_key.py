@@ -36,3 +36,14 @@ def test_without_a_secret_key_one_is_made_once_private_and_kept_across_starts(tm
 def test_a_secret_key_in_the_environment_wins_and_nothing_is_made(tmp_path):
     assert start(tmp_path, SECRET_KEY="k" * 60) == ("False", "k" * 60)
     assert not (tmp_path / "secret-key").exists()
+
+
+def test_a_var_folder_set_but_empty_is_the_default_never_the_working_folder(tmp_path):
+    """`FORGESTENCIL_VAR_DIR=$UNSET_NAME` in a shell left the key and the SQLite ledger in the folder
+    the command ran from (session 19, at the repository root)."""
+    env = {**os.environ, "FORGESTENCIL_VAR_DIR": "", "DJANGO_SETTINGS_MODULE": "config.settings"}
+    done = subprocess.run([sys.executable, "-c", "import django; django.setup(); from django.conf import settings; "
+                           "print(settings.VAR_DIR)"], cwd=tmp_path, env={**env, "PYTHONPATH": str(settings.BASE_DIR)},
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == str(settings.BASE_DIR / "var") and not any(tmp_path.iterdir())
