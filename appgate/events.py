@@ -181,3 +181,10 @@ class AppGateAbandoned(Payload):
     reason: str
     worker: WorkerIdentity
 
+
+@event_type("AppGateAbandoned", owner="appgate", version=2, upcast_from_previous=lambda payload: payload)
+class AppGateAbandonedV2(AppGateAbandoned):
+    # v2: None where no process held the run when it was closed (`appgate settle`: a run left open
+    # in a ledger imported from another machine, whose leases do not travel with its events)
+    worker: Optional[WorkerIdentity] = None
+

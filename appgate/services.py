@@ -313,27 +313,52 @@ def state_code(verdict: str, reasons: list[str]) -> str:
     return reasons[0] if verdict == "rejected" and reasons else verdict.replace("-", "_")
 
 
-def abandon_run(subject: str, reason: str, worker: dict[str, Any]) -> bool:
+def close_orphaned_runs(actor: str) -> list[str]:
+    """Close every gate run that began (its builds or measurements were recorded) but has neither
+    a verdict nor an abandoned event, and that no live process holds: a lease is taken with the
+    run's first event, so a run without one was left by a process that died where this ledger's
+    reaper could not see it (a device machine whose export this ledger imported; leases do not
+    travel). Its application leaves IN_PROGRESS as the reaper's would. Returns "<app>/<run>"."""
+    began: dict[tuple[str, str], int] = {}
+    ended: set[tuple[str, str]] = set()
+    for row in Event.objects.filter(stream__startswith="app/", type__in=[  # an ablation's runs are its own
+            "AppVariantBuilt", "AppDatasetMeasured", "AppGateVerdict", "AppGateAbandoned"]).order_by("position").iterator():
+        data = record_from_row(row).data
+        key = (data["app"], data["run"])
+        if row.type in ("AppGateVerdict", "AppGateAbandoned"):
+            ended.add(key)
+        else:
+            began.setdefault(key, row.position)
+    closed = []
+    for app, run in sorted(set(began) - ended, key=began.get):
+        subject = f"{app}/{run}"
+        if leases.is_held(f"app/{app}/run/{run}") is None and abandon_run(subject, "no process holds it: it was left open by one that died where "
+                                                        "this ledger's reaper could not see it", None, actor=actor):
+            closed.append(subject)
+    return closed
+
+
+def abandon_run(subject: str, reason: str, worker: dict[str, Any] | None, *, actor: str = leases.REAPER) -> bool:
     """The reaper's handler for lease kind "appgate-run" (subject "<app>/<run>"): close a gate run
     whose process died, unless it reached its verdict (or was closed) before."""
     app, run = subject.split("/", 1)
     stream = f"app/{app}"
     ended = Event.objects.filter(stream=stream, type__in=["AppGateVerdict", "AppGateAbandoned"], body__contains=f'"run":"{run}"')
     closed = leases.append_while_open(stream, lambda: not ended.exists(), "AppGateAbandoned",
-                                      {"app": app, "run": run, "reason": reason, "worker": worker})
+                                      {"app": app, "run": run, "reason": reason, "worker": worker}, actor=actor)
     if closed and AppRow.objects.filter(name=app, state="IN_PROGRESS").exists():
-        _leave_in_progress(app, run, reason)
+        _leave_in_progress(app, run, reason, actor)
     return closed
 
 
-def _leave_in_progress(app: str, run: str, reason: str) -> None:
+def _leave_in_progress(app: str, run: str, reason: str, actor: str) -> None:
     """An App Agent or triage that died left its application IN_PROGRESS: it goes back to the state
     it had before that run began (BLOCKED when it had none), so the table never shows work that
     nobody does; code `abandoned` says why and that running it again is the way on."""
     states = (record_from_row(row).data for row in Event.objects.filter(stream=f"app/{app}", type="AppStateChanged")
               .order_by("-position").iterator())
     before = next((data for data in states if data["state"] != "IN_PROGRESS"), None)  # newest first: read no further
-    append(NewEvent(stream=f"app/{app}", type="AppStateChanged", actor=leases.REAPER, payload={
+    append(NewEvent(stream=f"app/{app}", type="AppStateChanged", actor=actor, payload={
         "app": app, "state": before["state"] if before else "BLOCKED", "code": "abandoned",
         "reason": f"gate run {run} abandoned ({reason}); "
                   + (f"back to its state before it: {before['reason']}" if before else "no state before it")}))

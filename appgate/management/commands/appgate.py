@@ -15,8 +15,8 @@ from forge.proposers.base import ProposerUnavailable
 from appgate.manifest import ManifestError
 from appgate.models import AppRow
 from appgate.proposers import PROPOSERS, AnthropicAppProposer, PatchProposer
-from appgate.services import (AppGateError, AppProtocol, machine, register, rerun, run_gate, settle_state,
-                              settle_unsettled)
+from appgate.services import (AppGateError, AppProtocol, close_orphaned_runs, machine, register, rerun, run_gate,
+                              settle_state, settle_unsettled)
 from appgate.suites.importer import ADAPTERS, SuiteImportError, import_suite
 from appgate import profiler
 from appgate.profiler import TOOLS
@@ -71,8 +71,9 @@ class Command(BaseCommand):
                             help="what measures a CUDA program's hotspot share where its manifest declares none "
                                  "(auto: nsys, else ncu, else none: the share is unknown)")
         actions.add_parser("list", help="registered applications and their standing results")
-        actions.add_parser("settle", help="record the state each application's last gate verdict leads to, where "
-                                          "no state change followed it (runs recorded without one)")
+        actions.add_parser("settle", help="close the gate runs an imported ledger left open (no verdict, no live "
+                                          "holder here); record the state each application's last gate verdict "
+                                          "leads to, where no state change followed it (runs recorded without one)")
         suite = actions.add_parser("suite", help="suites of outside programs")
         suite = suite.add_subparsers(dest="suite_action", required=True)
         imported = suite.add_parser("import", help="a manifest per program of a suite checkout, each registered; a "
@@ -152,6 +153,10 @@ class Command(BaseCommand):
         return None if tool is None else profiler.profiler(tool, 120.0 + profiler.OVERHEAD_S)
 
     def do_settle(self, options) -> None:
+        orphaned = close_orphaned_runs(options["actor"])
+        self.stdout.write(f"gate runs left open by a process that died elsewhere, closed: {len(orphaned)}")
+        for subject in orphaned:
+            self.stdout.write(f"  {subject}")
         settled = settle_unsettled(options["actor"])
         self.stdout.write(f"application states settled from their last verdicts: {len(settled)}")
         for event in settled:
