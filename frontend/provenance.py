@@ -347,7 +347,10 @@ def application_chain(app: str) -> dict[str, Any]:
         "result": result, "app": app, "domain": row.domain, "architecture": row.architecture,
         "state": row.state, "state_reason": row.state_reason, "status": row.status or "none",
         "manifest": {"path": row.manifest_path, "hash": row.manifest_hash,
-                     "position": registered[-1].position if registered else None},
+                     "position": registered[-1].position if registered else None,
+                     # the probe both variants build with (docs/appgate.md#probes): ours, not the candidate's
+                     "probe": (((registered[-1].data.get("manifest") or {}).get("correctness") or {}).get("probe")
+                               if registered else None)},
         "milestones": [{**_stamp(e), "milestone": e.data["milestone"], "detail": e.data["detail"], "evidence": e.data["evidence"]}
                        for e in own if e.type == "AppMilestoneReached"],
         "states": [{**_stamp(e), "state": e.data["state"], "code": e.data["code"] or "", "reason": e.data["reason"]}

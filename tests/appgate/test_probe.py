@@ -9,6 +9,7 @@ import hashlib
 from pathlib import Path
 
 import pytest
+from django.utils.html import escape
 
 from appgate.agent import run_agent, triage
 from appgate.manifest import SUITE_ROOTS_ENV, load_manifest
@@ -65,7 +66,7 @@ def manifest(ledger, tmp_path, monkeypatch) -> Path:
     return path
 
 
-def test_a_probed_program_is_compared_and_its_faster_candidate_integrated_real(manifest, tmp_path):
+def test_a_probed_program_is_compared_and_its_faster_candidate_integrated_real(manifest, tmp_path, client):
     assert "# correctness.probe declared by hand: " in manifest.read_text()
     assert load_manifest(manifest).manifest.correctness.probe == diff(SILENT, PROBED)
     row = run_agent(manifest, "agent:test", protocol=QUICK, proposer=PatchProposer(forged(tmp_path / "f", FASTER, base=SILENT)))
@@ -75,6 +76,9 @@ def test_a_probed_program_is_compared_and_its_faster_candidate_integrated_real(m
     assert {b["probe"] for b in built} == {hashlib.sha256(diff(SILENT, PROBED).encode()).hexdigest()}
     verdict = [e.data for e in events if e.type == "AppGateVerdict"][-1]
     assert verdict["checks"] == ["own_check", "compare"]  # not self-checked: the probe's line was read in both
+    page = client.get("/apps/synth-silent-omp/").content.decode()  # the reviewer sees what both were built with
+    shown = page.split('<pre id="probe-diff">')[1].split("</pre>")[0]
+    assert escape('+  printf("probe: sum %.6f\\n", sum);') in shown
 
 
 def test_a_candidate_whose_result_only_the_probe_shows_wrong_is_rejected(manifest, tmp_path):
