@@ -329,13 +329,10 @@ def close_orphaned_runs(actor: str) -> list[str]:
             ended.add(key)
         else:
             began.setdefault(key, row.position)
-    closed = []
-    for app, run in sorted(set(began) - ended, key=began.get):
-        subject = f"{app}/{run}"
-        if leases.is_held(f"app/{app}/run/{run}") is None and abandon_run(subject, "no process holds it: it was left open by one that died where "
-                                                        "this ledger's reaper could not see it", None, actor=actor):
-            closed.append(subject)
-    return closed
+    why = "no process holds it: it was left open by one that died where this ledger's reaper could not see it"
+    open_runs = sorted(set(began) - ended, key=began.get)
+    return [f"{app}/{run}" for app, run in open_runs
+            if leases.is_held(f"app/{app}/run/{run}") is None and abandon_run(f"{app}/{run}", why, None, actor=actor)]
 
 
 def abandon_run(subject: str, reason: str, worker: dict[str, Any] | None, *, actor: str = leases.REAPER) -> bool:

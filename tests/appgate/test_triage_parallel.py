@@ -199,11 +199,17 @@ Average kernel execution time 0.5 (ms)
 "2","1234","main","h","stencil","1","7","Command line profiler metrics","gpu__time_duration.sum","usecond","29.50"
 PASS
 """
-# The same launches with the speed-of-light metrics the profiler asks for too (each launch's rows in turn).
-LIGHT = {"0": ("62.35", "56.50"), "1": ("10.00", "20.00"), "2": ("75.80", "40.10")}
-NCU_LIGHT_CSV = NCU_CSV.replace("PASS\n", "".join(
-    f'"{launch}","1234","main","h","{"reduce" if launch == "1" else "stencil"}","1","7","Command line profiler metrics",'
-    f'"{metric}","%","{value}"\n' for launch, values in LIGHT.items() for metric, value in zip(SPEED_OF_LIGHT, values)) + "PASS\n")
+# The same launches with the speed-of-light metrics the profiler asks for too (memory %, compute %).
+LIGHT = {("0", "stencil"): ("62.35", "56.50"), ("1", "reduce"): ("10.00", "20.00"), ("2", "stencil"): ("75.80", "40.10")}
+
+
+def with_light(light: dict) -> str:
+    rows = "".join(f'"{launch}","1234","main","h","{kernel}","1","7","Command line profiler metrics","{metric}","%","{value}"\n'
+                   for (launch, kernel), values in light.items() for metric, value in zip(SPEED_OF_LIGHT, values))
+    return NCU_CSV.replace("PASS\n", rows + "PASS\n")
+
+
+NCU_LIGHT_CSV = with_light(LIGHT)
 
 
 def test_the_kernel_summaries_of_nsys_and_ncu_give_each_kernels_time_and_launches():
@@ -220,6 +226,6 @@ def test_ncu_gives_each_kernels_time_weighted_speed_of_light_the_busier_of_memor
                      "reduce": (pytest.approx(9.5e-6), pytest.approx(0.20))}
     assert overall_speed_of_light(light) == pytest.approx((30.5 * 0.6235 + 29.5 * 0.758 + 9.5 * 0.20) / 69.5)
     # a launch without the metrics counts in no weight: the same as if reduce had never run
-    unmeasured = NCU_LIGHT_CSV.replace('"1","1234","main","h","reduce","1","7","Command line profiler metrics","sm__', '"x')
+    unmeasured = with_light({**LIGHT, ("1", "reduce"): ("10.00",)})  # its compute throughput missing
     assert overall_speed_of_light(ncu_speed_of_light(unmeasured)) == pytest.approx(light["stencil"][1])
     assert ncu_speed_of_light(NCU_CSV) == {} and overall_speed_of_light({}) is None  # not measured, never guessed
