@@ -5,11 +5,13 @@ and where each is shown. Timing rules are tested on a program that prints exact 
 from __future__ import annotations
 
 import io
+from types import SimpleNamespace
 
 import pytest
 from django.core.management import call_command
 
 from appgate import runner
+from appgate.checks import RunResult, agreement
 from appgate.manifest import load_manifest
 from appgate.models import AppRow
 from appgate.proposers import AppCandidate
@@ -142,3 +144,22 @@ def test_appgate_settle_gives_the_state_of_each_unsettled_last_verdict_once(ledg
     again = io.StringIO()
     call_command("appgate", "settle", stdout=again)
     assert "settled from their last verdicts: 0" in again.getvalue()
+
+
+def test_a_nan_both_variants_print_at_the_same_place_is_not_a_difference_and_the_check_says_so():
+    """Upstream's own output can be NaN (cbsfil's make-run overflows after 101 in-place passes):
+    matching it is the most a candidate can do, and the detail says where nothing was compared;
+    a NaN or an infinity the baseline does not print still fails."""
+    loaded = SimpleNamespace(manifest=SimpleNamespace(correctness=SimpleNamespace(compare=[
+        SimpleNamespace(source="stdout", pattern=r"^probe: (\S+) (\S+)$", norm="max_rel", tolerance=1e-7, file=None)])))
+
+    def run(line: str) -> RunResult:
+        return RunResult(ok=True, returncode=0, wall_seconds=1.0, stdout=f"PASS\nprobe: {line}\n")
+
+    ok, why = agreement(loaded, run("nan 2.5"), run("nan 2.5"))
+    assert ok and "1 of 2 values NaN in both: nothing compared there" in why
+    for wrong in ("nan nan", "1.0 2.5", "nan inf", "nan 2.6"):
+        ok, why = agreement(loaded, run("nan 2.5"), run(wrong))
+        assert not ok, wrong
+    ok, why = agreement(loaded, run("1.0 2.5"), run("nan 2.5"))
+    assert not ok and "max_rel difference nan" in why
