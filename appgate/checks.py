@@ -65,14 +65,41 @@ def hotspot_of(loaded: LoadedManifest, result: RunResult) -> float | None:
     return _matched_seconds(hotspot.pattern, result.stdout, hotspot.unit, hotspot.match)
 
 
-def _matched_seconds(pattern: str | None, text: str, unit: str = "s", match: str = "last") -> float | None:
-    """The group of the first or last match, or of every match added up (`sum`), in `unit`, as
-    seconds (None: no finite number >= 0)."""
+def clock_step(loaded: LoadedManifest, result: RunResult) -> float | None:
+    """The step of the program's printed clock in seconds: one unit of the last digit it prints
+    (haccmk's "0.000034" s: 1e-6 s; "3.4e-05": 1e-6), added up over the matches a `sum` adds;
+    None for wall time or when nothing matched."""
+    timing = loaded.manifest.timing
+    if timing.source == "wall":
+        return None
+    steps = [_last_digit(x) for x in _chosen(timing.pattern, result.stdout, timing.match)]
+    if not steps or None in steps:
+        return None
+    return sum(steps) * TIME_UNITS[timing.unit]
+
+
+PRINTED = re.compile(r"[-+]?\d*(?:\.(\d*))?(?:[eE]([-+]?\d+))?")
+
+
+def _last_digit(text: str) -> float | None:
+    m = PRINTED.fullmatch(text.strip())
+    return 10.0 ** (int(m.group(2) or 0) - len(m.group(1) or "")) if m else None
+
+
+def _chosen(pattern: str | None, text: str, match: str) -> list[str]:
+    """The group of the first or last match, or of every match (`sum`)."""
     found = patterns.findall(pattern, text) if pattern else []
     if not found:
+        return []
+    return found if match == "sum" else [found[0 if match == "first" else -1]]
+
+
+def _matched_seconds(pattern: str | None, text: str, unit: str = "s", match: str = "last") -> float | None:
+    """The chosen groups (`_chosen`) added up, in `unit`, as seconds (None: no finite number >= 0)."""
+    chosen = _chosen(pattern, text, match)
+    if not chosen:
         return None
     try:
-        chosen = found if match == "sum" else [found[0 if match == "first" else -1]]
         value = sum(float(x) for x in chosen) * TIME_UNITS[unit]
     except ValueError:
         return None

@@ -125,6 +125,14 @@ class AppDatasetMeasuredV2(AppDatasetMeasured):
     inputs: dict[str, str] = Field(default_factory=dict)
 
 
+@event_type("AppDatasetMeasured", owner="appgate", version=3,
+            upcast_from_previous=lambda payload: {**payload, "clock_step": None})
+class AppDatasetMeasuredV3(AppDatasetMeasuredV2):
+    # v3 (session 20): the step of the baseline's printed clock in seconds (None: wall time, or
+    # recorded before), by which `spread` excused one-step readings (appgate.verdicts.spread)
+    clock_step: Optional[float] = None
+
+
 @event_type("AppGateVerdict", owner="appgate")
 class AppGateVerdict(Payload):
     result: str  # app/<architecture>/<name>

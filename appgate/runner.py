@@ -19,7 +19,7 @@ from pathlib import Path
 from measurement.harness import sandbox
 
 from .checks import (  # noqa: F401  (the judging of runs lives in appgate.checks; re-exported for callers)
-    RunResult, _matched_seconds, agreement, hotspot_of, judge_run, output_files, own_verdict, seconds_of,
+    RunResult, _matched_seconds, agreement, clock_step, hotspot_of, judge_run, output_files, own_verdict, seconds_of,
 )
 from .builds import BuildResult, build, fresh_source, switch_value  # noqa: F401  (builds: appgate.builds; re-exported)
 from .confined import confined, environment, substitute
@@ -37,6 +37,7 @@ class DatasetMeasurement:
     samples: dict[str, list[float]] = field(default_factory=dict)
     hotspot: dict[str, list[float]] = field(default_factory=dict)
     order: list[list[str]] = field(default_factory=list)
+    clock_step: float | None = None  # the baseline's printed clock's step, in seconds (checks.clock_step)
 
 
 def run(loaded: LoadedManifest, variant: str, binary: Path, dataset, scratch: Path) -> RunResult:
@@ -125,6 +126,8 @@ def time_dataset(loaded: LoadedManifest, binaries: dict[str, Path], dataset, scr
                 measurement.detail[v] = f"a timed run: {why}"
                 continue
             measurement.samples[v].append(seconds)
+            if v == "baseline":
+                measurement.clock_step = max(clock_step(loaded, results[v]) or 0.0, measurement.clock_step or 0.0) or None
             hot = hotspot_of(loaded, results[v])
             if hot is not None:
                 measurement.hotspot[v].append(hot)

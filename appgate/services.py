@@ -218,7 +218,7 @@ def time_dataset(loaded, binaries, dataset, scratch, protocol: AppProtocol, gate
     for attempt in attempts:
         say(f"timing {dataset.name}: {protocol.passes} interleaved passes (attempt {attempt + 1})")
         result = runner.time_dataset(loaded, binaries, dataset, scratch, protocol.passes, protocol.interleave, protocol.warmup)
-        spreads = {v: spread(s) for v, s in result.samples.items()}
+        spreads = {v: spread(s, result.clock_step) for v, s in result.samples.items()}
         attempts.record(max((s for s in spreads.values() if s is not None), default=math.inf), (result, spreads))
         if not all(result.correct.values()):
             break
@@ -229,7 +229,7 @@ def time_dataset(loaded, binaries, dataset, scratch, protocol: AppProtocol, gate
         "inputs": runner.input_hashes(loaded, dataset),
         "correct": result.correct, "correctness_detail": result.detail, "samples": result.samples,
         "hotspot_samples": result.hotspot, "medians": medians, "spread": spreads, "order": result.order,
-        "noisy": attempts.noisy, "timing_source": loaded.manifest.timing.source,
+        "noisy": attempts.noisy, "timing_source": loaded.manifest.timing.source, "clock_step": result.clock_step,
     }
     if all(result.correct.values()) and all(medians.values()):
         payload["speedup"] = medians["baseline"] / medians["candidate"]

@@ -384,4 +384,5 @@ def _dataset(event: RecordedEvent) -> dict[str, Any]:
             "correctness_detail": data["correctness_detail"], "samples": data["samples"],
             "hotspot_samples": data["hotspot_samples"], "medians": data["medians"], "spread": data["spread"],
             "order": data["order"], "speedup": data["speedup"], "speedup_ci": data["speedup_ci"],
-            "hotspot_fraction": data["hotspot_fraction"], "noisy": data["noisy"], "timing_source": data["timing_source"]}
+            "hotspot_fraction": data["hotspot_fraction"], "noisy": data["noisy"], "timing_source": data["timing_source"],
+            "clock_step": data["clock_step"]}

@@ -28,7 +28,9 @@ def heat3d_with_another_weight() -> str:
 # (printed in microseconds); -DFORGED halves the hotspot and nothing else, -DOUTSIDE also halves
 # the rest (more than the hotspot can explain), -DWRONG changes the result but still passes its
 # own check. A second argument 1 (or SLOWING in the environment) makes every run slower than the
-# one before it (a run counter in its run folder): every timing of it is noisy.
+# one before it (a run counter in its run folder): every timing of it is noisy. A third argument
+# prints time_ms with that many decimals (a clock in steps, as haccmk's "%f" of seconds), and a
+# fourth makes every other run that many steps slower.
 CLOCKED = r"""
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,7 +51,11 @@ int main(int argc, char** argv) {
     result = 1.5;
 #endif
     if (slowing) ms *= 1 + runs;
-    printf("time_ms=%.6f\nhotspot_us=%.3f\nresult=%.6f\nVERIFICATION: PASSED\n", ms, hot * 1000, result);
+    int decimals = argc > 3 ? atoi(argv[3]) : 6, steps = argc > 4 ? atoi(argv[4]) : 0;
+    double step = 1;
+    for (int d = 0; d < decimals; d++) step /= 10;
+    ms += (runs % 2) * steps * step;
+    printf("time_ms=%.*f\nhotspot_us=%.3f\nresult=%.6f\nVERIFICATION: PASSED\n", decimals, ms, hot * 1000, result);
     return 0;
 }
 """

@@ -163,3 +163,29 @@ def test_a_nan_both_variants_print_at_the_same_place_is_not_a_difference_and_the
         assert not ok, wrong
     ok, why = agreement(loaded, run("1.0 2.5"), run("nan 2.5"))
     assert not ok and "max_rel difference nan" in why
+
+
+@pytest.mark.parametrize("args, verdict", [
+    ("4.0 0 1 1", "admitted"),      # 4.0/4.1 and 3.0/3.1 ms: one step of 0.1 ms apart, 2.5% and 3.3% of the medians
+    ("4.0 0 1 2", "inconclusive"),  # two steps apart: the range counts whole
+    ("1.0 0 1 1", "inconclusive"),  # one step, but 0.1 ms is over 5% of the median: too coarse a clock to excuse it
+    ("4.0 0 6 0", "admitted"),      # a fine clock and a steady program, as before
+])
+def test_readings_one_step_of_the_printed_clock_apart_are_not_noise(ledger, tmp_path, args, verdict):
+    """haccmk on the H200: its candidate's time printed as 0.000034 or 0.000035 s made a 2.9% spread
+    and an inconclusive verdict; the spread now excuses one step of the baseline's printed clock."""
+    outcome = run_gate(clocked_app(tmp_path, datasets=[{"name": "one", "args": args}]), "user:test",
+                       AppProtocol(passes=4, warmup=0, max_attempts=1))
+    assert outcome.verdict == verdict, outcome.detail
+    measured = record_from_row(Event.objects.get(type="AppDatasetMeasured")).data
+    decimals = int(args.split()[2])
+    assert measured["clock_step"] == pytest.approx(10 ** -decimals / 1000)  # printed in ms, recorded in seconds
+    if verdict == "admitted":
+        assert set(measured["spread"].values()) <= {0.0} and not measured["noisy"]
+
+
+def test_the_app_page_shows_the_printed_clocks_step_under_its_dataset(ledger, client, tmp_path):
+    outcome = run_gate(clocked_app(tmp_path, datasets=[{"name": "one", "args": "4.0 0 1 1"}]), "user:test",
+                       AppProtocol(passes=3, warmup=0, max_attempts=1))
+    html = client.get(f"/apps/{outcome.verdict_event.data['app']}/").content.decode()
+    assert "printed clock's step 1.0000e-04 s" in html  # 0.1 ms: time_ms printed with one decimal
