@@ -1,7 +1,7 @@
 """An App Agent (or triage) whose process died mid-run: the reaper closes its gate run, and the
 application leaves IN_PROGRESS for the state it had before (appgate/services.py abandon_run). On
 the H200 a forge call cut by its time limit left five programs IN_PROGRESS in the shipped export
-(docs/benchmarks/hecbench_forged_h200_3.jsonl, and so in _9 which continues it); the table must not
+(docs/benchmarks/hecbench_forged_h200_3.jsonl, and so in _10 which continues it); the table must not
 show work that nobody does. Imported, their runs have no lease here: `appgate settle` closes them."""
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from ledger.transfer import import_ledger
 from ledger.verification import verify_ledger
 from tests.appgate.fixtures import clocked_app
 
-SHIPPED = settings.BASE_DIR / "docs" / "benchmarks" / "hecbench_forged_h200_9.jsonl"
+SHIPPED = settings.BASE_DIR / "docs" / "benchmarks" / "hecbench_forged_h200_10.jsonl"
 
 
 def die_mid_run(name: str, agent: bool = True) -> str:
