@@ -20,6 +20,7 @@ import hashlib
 import math
 import re
 from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
 
 from . import patterns
 from .manifest import LoadedManifest
@@ -68,7 +69,7 @@ def hotspot_of(loaded: LoadedManifest, result: RunResult) -> float | None:
 def clock_step(loaded: LoadedManifest, result: RunResult) -> float | None:
     """The step of the program's printed clock in seconds: one unit of the last digit it prints
     (haccmk's "0.000034" s: 1e-6 s; "3.4e-05": 1e-6), added up over the matches a `sum` adds;
-    None for wall time or when nothing matched."""
+    None for wall time, when nothing matched, or for a reading with no finite step."""
     timing = loaded.manifest.timing
     if timing.source == "wall":
         return None
@@ -78,12 +79,18 @@ def clock_step(loaded: LoadedManifest, result: RunResult) -> float | None:
     return sum(steps) * TIME_UNITS[timing.unit]
 
 
-PRINTED = re.compile(r"[-+]?\d*(?:\.(\d*))?(?:[eE]([-+]?\d+))?")
-
-
 def _last_digit(text: str) -> float | None:
-    m = PRINTED.fullmatch(text.strip())
-    return 10.0 ** (int(m.group(2) or 0) - len(m.group(1) or "")) if m else None
+    try:
+        exponent = Decimal(text.strip()).as_tuple().exponent
+    except InvalidOperation:
+        return None
+    if not isinstance(exponent, int):  # nan, inf
+        return None
+    try:
+        step = 10.0 ** exponent
+    except OverflowError:  # "0.0e400"
+        return None
+    return step if step > 0 else None
 
 
 def _chosen(pattern: str | None, text: str, match: str) -> list[str]:
@@ -189,19 +196,19 @@ def _compare(a: bytes, b: bytes, norm: str, tolerance: float) -> tuple[bool, str
         return False, f"the outputs differ in length ({len(x)} vs {len(y)} numbers)"
     distance = _distance(x, y, norm)
     if not math.isfinite(distance) or distance > tolerance:
-        return False, f"{norm} difference {distance:.3g} > tolerance {tolerance:g}"
-    both_nan = sum(math.isnan(p) and math.isnan(q) for p, q in zip(x, y))
-    void = f" ({both_nan} of {len(x)} values NaN in both: nothing compared there)" if both_nan else ""
-    return True, f"{norm} difference {distance:.3g} <= {tolerance:g}{void}"
+        nans = [sum(map(math.isnan, side)) for side in (x, y)]
+        said = f" (NaN at {nans[0]} of the baseline's {len(x)} values, {nans[1]} of the candidate's)" if any(nans) else ""
+        return False, f"{norm} difference {distance:.3g} > tolerance {tolerance:g}{said}"
+    return True, f"{norm} difference {distance:.3g} <= {tolerance:g}"
 
 
 def _distance(x: list[float], y: list[float], norm: str) -> float:
-    """max_abs, l2_rel (relative to the baseline's norm) or max_rel; equal values (infinities
-    included) differ by 0, and a NaN or an infinity anywhere else never passes. A NaN in both at
-    the same place differs by 0 too (numpy's assert_allclose does the same): upstream's own result
-    is NaN there (cbsfil's 101 in-place passes overflow on the H200), so no candidate can match it
-    more closely, and a candidate cannot make the baseline print NaN."""
-    differences = [0.0 if p == q or (math.isnan(p) and math.isnan(q)) else abs(p - q) for p, q in zip(x, y)]
+    """max_abs, l2_rel (relative to the norm of the baseline's finite values) or max_rel; equal
+    values (infinities included) differ by 0, and a NaN anywhere or an infinity anywhere else
+    never passes: a NaN the baseline prints says nothing of the work behind it, and a candidate
+    that matches it may have done none (so cbsfil's make-run, if upstream's overflows, cannot be
+    compared at all)."""
+    differences = [0.0 if p == q else abs(p - q) for p, q in zip(x, y)]
     if any(math.isnan(d) for d in differences):
         return math.nan
     if any(math.isinf(d) for d in differences):
@@ -209,7 +216,7 @@ def _distance(x: list[float], y: list[float], norm: str) -> float:
     if norm == "max_abs":
         return max(differences)
     if norm == "l2_rel":
-        scale = math.sqrt(sum(p * p for p in x))
+        scale = math.sqrt(sum(p * p for p in x if math.isfinite(p)))  # an equal infinity would make any difference pass
         return math.sqrt(sum(d * d for d in differences)) / (scale if scale > 0 else 1.0)
     return max(d / max(abs(p), abs(q), 1e-300) if d else 0.0 for d, p, q in zip(differences, x, y))
 

@@ -128,9 +128,20 @@ class AppDatasetMeasuredV2(AppDatasetMeasured):
 @event_type("AppDatasetMeasured", owner="appgate", version=3,
             upcast_from_previous=lambda payload: {**payload, "clock_step": None})
 class AppDatasetMeasuredV3(AppDatasetMeasuredV2):
-    # v3 (session 20): the step of the baseline's printed clock in seconds (None: wall time, or
-    # recorded before), by which `spread` excused one-step readings (appgate.verdicts.spread)
+    # v3 (session 20, first device calls): the step of the baseline's printed clock in seconds
     clock_step: Optional[float] = None
+
+
+@event_type("AppDatasetMeasured", owner="appgate", version=4,
+            upcast_from_previous=lambda payload: {
+                **payload, "excused": {},
+                "clock_step": {} if payload["clock_step"] is None else {"baseline": payload["clock_step"]}})
+class AppDatasetMeasuredV4(AppDatasetMeasuredV2):
+    # v4 (session 20, after review): each variant's printed clock's step in seconds (none for wall
+    # time), and the spread of a variant whose passes one step excused (appgate.verdicts.spread),
+    # as measured; the speedup CI widened by half a step on each median (step_widened_ci)
+    clock_step: dict[str, float] = Field(default_factory=dict)
+    excused: dict[str, float] = Field(default_factory=dict)
 
 
 @event_type("AppGateVerdict", owner="appgate")

@@ -34,7 +34,7 @@ from .manifest import LoadedManifest, baseline_mismatches, load_manifest
 from .models import AppRow
 from .proposers import AppCandidate
 from .projections import result_key
-from .verdicts import (FLOOR, amdahl_bounds, checks_of, conclude, geomean, rerun_revision, spread,  # noqa: F401
+from .verdicts import (FLOOR, amdahl_bounds, checks_of, conclude, geomean, rerun_revision, spread, step_widened_ci,  # noqa: F401
                        state_after, verdict_name)
 
 ROOT = Path(settings.BASE_DIR)
@@ -218,7 +218,9 @@ def time_dataset(loaded, binaries, dataset, scratch, protocol: AppProtocol, gate
     for attempt in attempts:
         say(f"timing {dataset.name}: {protocol.passes} interleaved passes (attempt {attempt + 1})")
         result = runner.time_dataset(loaded, binaries, dataset, scratch, protocol.passes, protocol.interleave, protocol.warmup)
-        spreads = {v: spread(s, result.clock_step) for v, s in result.samples.items()}
+        steps = result.clock_step
+        spreads = {v: spread(s, steps.get(v), min(steps.get(v, math.inf), steps.get("baseline", math.inf)))
+                   for v, s in result.samples.items()}
         attempts.record(max((s for s in spreads.values() if s is not None), default=math.inf), (result, spreads))
         if not all(result.correct.values()):
             break
@@ -230,10 +232,13 @@ def time_dataset(loaded, binaries, dataset, scratch, protocol: AppProtocol, gate
         "correct": result.correct, "correctness_detail": result.detail, "samples": result.samples,
         "hotspot_samples": result.hotspot, "medians": medians, "spread": spreads, "order": result.order,
         "noisy": attempts.noisy, "timing_source": loaded.manifest.timing.source, "clock_step": result.clock_step,
+        # what a one-step excuse (verdicts.spread) set to 0, as measured
+        "excused": {v: spread(s) for v, s in result.samples.items() if spreads[v] == 0 and spread(s)},
     }
     if all(result.correct.values()) and all(medians.values()):
         payload["speedup"] = medians["baseline"] / medians["candidate"]
-        payload["speedup_ci"] = list(bootstrap_ratio_ci(result.samples["baseline"], result.samples["candidate"]))
+        payload["speedup_ci"] = step_widened_ci(bootstrap_ratio_ci(result.samples["baseline"], result.samples["candidate"]),
+                                                medians, result.clock_step)
         hot = result.hotspot.get("baseline") or []
         if hot:
             payload["hotspot_fraction"] = min(1.0, statistics.median(hot) / medians["baseline"])

@@ -23,14 +23,13 @@ from dataclasses import dataclass, field
 
 from measurement.harness.rules import REGRESSION_BAND
 
-# The coarsest printed clock whose one-step readings `spread` excuses, as a fraction of the median:
-# within it the readings' rounding moves a variant's median by at most half of it (2.5%), which the
-# headline's CI does not show (all passes may read the same digits).
-STEP_LIMIT = 0.05
-
 from .manifest import LoadedManifest
 
 FLOOR = 0.98  # below this all-dataset geometric mean the change is rejected
+# The coarsest printed clock a variant's timing may have, as a fraction of its median: rounding
+# hides up to half a step in each reading (the CI is widened by that: `step_widened_ci`), and
+# passes one step apart count as quiet (`spread`); a coarser clock cannot resolve the 2% band.
+STEP_LIMIT = 0.05
 
 
 @dataclass
@@ -128,24 +127,36 @@ def rerun_revision(verdict: str, headline: float | None, ci: list[float] | None,
     return None
 
 
-def spread(samples: list[float], clock_step: float | None = None) -> float | None:
+def spread(samples: list[float], clock_step: float | None = None, excusable: float | None = None) -> float | None:
     """(max - min) / median of a variant's pass times: the noise measure of the regression band.
 
-    A program's clock printed in steps (`clock_step`: the baseline's, checks.clock_step) shows
-    a steady time that sits near a rounding edge as two readings one step apart: on the H200
-    haccmk's candidate read 0.000034 and 0.000035 s (a 2.9% "spread") and minisweep's 0.027 and
-    0.028 s (3.6%), and both verdicts were inconclusive for the print format, not for noise. So
-    passes within one step count as no spread where that step is at most STEP_LIMIT of the median;
-    a wider range counts whole, and a coarser clock cannot excuse anything."""
+    A clock printed in steps (`clock_step`, this variant's: checks.clock_step) shows a steady time
+    near a rounding edge as readings one step apart: on the H200 haccmk's candidate read 0.000034
+    and 0.000035 s (a 2.9% "spread") and minisweep's 0.027 and 0.028 s, inconclusive for the print
+    format, not for noise. So passes at most `excusable` apart (the finer of this variant's step
+    and the baseline's: a candidate printing coarser than upstream gains nothing) count as no
+    spread; a wider range counts whole; and a step over STEP_LIMIT of the median is itself the
+    spread at least, whatever the readings (constant readings of a coarse clock say nothing)."""
     if len(samples) < 2:
         return None
     median = statistics.median(samples)
     if median <= 0:
         return None
     width = max(samples) - min(samples)
-    if clock_step and clock_step <= STEP_LIMIT * median and width <= clock_step * (1 + 1e-6):
+    if clock_step and clock_step > STEP_LIMIT * median:
+        return max(width, clock_step) / median
+    # the slack: readings' floats differ by a hair more than the step (0.0041 - 0.004 = 1.0000000000000026e-4)
+    if excusable and width <= excusable * (1 + 1e-6):
         return 0.0
     return width / median
+
+
+def step_widened_ci(ci: tuple[float, float], medians: dict[str, float], steps: dict[str, float]) -> list[float]:
+    """The ratio's CI widened by half a printed step on each variant's median: every pass may read
+    the same digits (haccmk's candidate: 34 us in six passes of seven), so the bootstrap cannot
+    see the rounding. At most half a median (a clock that coarse is noisy anyway)."""
+    b, c = (min(steps.get(v, 0.0) / 2 / medians[v], 0.5) for v in ("baseline", "candidate"))
+    return [ci[0] * (1 - b) / (1 + c), ci[1] * (1 + b) / (1 - c)]
 
 
 def geomean(values: list[float]) -> float:

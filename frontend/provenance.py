@@ -385,4 +385,4 @@ def _dataset(event: RecordedEvent) -> dict[str, Any]:
             "hotspot_samples": data["hotspot_samples"], "medians": data["medians"], "spread": data["spread"],
             "order": data["order"], "speedup": data["speedup"], "speedup_ci": data["speedup_ci"],
             "hotspot_fraction": data["hotspot_fraction"], "noisy": data["noisy"], "timing_source": data["timing_source"],
-            "clock_step": data["clock_step"]}
+            "clock_step": data["clock_step"], "excused": data["excused"]}

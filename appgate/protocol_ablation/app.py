@@ -89,7 +89,9 @@ def _time_app_dataset(variants: dict[str, AppVariant], dataset, scratch: Path, p
                       credited: str, honour_verdict: bool, timing_source: str) -> dict:
     """runner.time_dataset + services.time_dataset for named variants ("baseline" first), each
     with its own clock; when `honour_verdict` is off every timed run counts whatever the program's
-    verdict (the verdict is still recorded). Same warm-up, rotation and attempt rule as the gate;
+    verdict (the verdict is still recorded). Same warm-up, rotation and attempt rule as the gate,
+    but each pass's spread read whole: the arms time with clocks of their own (wall time among
+    them), so the gate's one-step excuse for a printed clock (verdicts.spread) is not applied;
     the payload's speedup is median(baseline) / median(credited)."""
     names = list(variants)
     loaded = variants["baseline"].loaded

@@ -30,10 +30,14 @@ def heat3d_with_another_weight() -> str:
 # own check. A second argument 1 (or SLOWING in the environment) makes every run slower than the
 # one before it (a run counter in its run folder): every timing of it is noisy. A third argument
 # prints time_ms with that many decimals (a clock in steps, as haccmk's "%f" of seconds), and a
-# fourth makes every other run that many steps slower.
+# fourth makes every other run that many steps slower; -DCOARSE is -DFORGED printing one decimal
+# fewer (a candidate that rewrote the printf).
 CLOCKED = r"""
 #include <stdio.h>
 #include <stdlib.h>
+#ifdef COARSE
+#define FORGED
+#endif
 int main(int argc, char** argv) {
     double ms = atof(argv[1]), hot = ms / 2, result = 1.0;
     int runs = 0, slowing = getenv("SLOWING") != NULL || (argc > 2 && atoi(argv[2]));
@@ -52,6 +56,9 @@ int main(int argc, char** argv) {
 #endif
     if (slowing) ms *= 1 + runs;
     int decimals = argc > 3 ? atoi(argv[3]) : 6, steps = argc > 4 ? atoi(argv[4]) : 0;
+#ifdef COARSE
+    decimals -= 1;
+#endif
     double step = 1;
     for (int d = 0; d < decimals; d++) step /= 10;
     ms += (runs % 2) * steps * step;

@@ -11,7 +11,7 @@ import pytest
 from django.core.management import call_command
 
 from appgate import runner
-from appgate.checks import RunResult, agreement
+from appgate.checks import RunResult, agreement, clock_step
 from appgate.manifest import load_manifest
 from appgate.models import AppRow
 from appgate.proposers import AppCandidate
@@ -146,46 +146,84 @@ def test_appgate_settle_gives_the_state_of_each_unsettled_last_verdict_once(ledg
     assert "settled from their last verdicts: 0" in again.getvalue()
 
 
-def test_a_nan_both_variants_print_at_the_same_place_is_not_a_difference_and_the_check_says_so():
-    """Upstream's own output can be NaN (cbsfil's make-run overflows after 101 in-place passes):
-    matching it is the most a candidate can do, and the detail says where nothing was compared;
-    a NaN or an infinity the baseline does not print still fails."""
-    loaded = SimpleNamespace(manifest=SimpleNamespace(correctness=SimpleNamespace(compare=[
-        SimpleNamespace(source="stdout", pattern=r"^probe: (\S+) (\S+)$", norm="max_rel", tolerance=1e-7, file=None)])))
+def probed(pattern: str, norm: str = "max_rel", tolerance: float = 1e-7) -> SimpleNamespace:
+    """A manifest comparing the groups of one printed line: all agreement() reads of it."""
+    return SimpleNamespace(manifest=SimpleNamespace(correctness=SimpleNamespace(compare=[
+        SimpleNamespace(source="stdout", pattern=pattern, norm=norm, tolerance=tolerance, file=None)])))
 
-    def run(line: str) -> RunResult:
-        return RunResult(ok=True, returncode=0, wall_seconds=1.0, stdout=f"PASS\nprobe: {line}\n")
 
-    ok, why = agreement(loaded, run("nan 2.5"), run("nan 2.5"))
-    assert ok and "1 of 2 values NaN in both: nothing compared there" in why
-    for wrong in ("nan nan", "1.0 2.5", "nan inf", "nan 2.6"):
-        ok, why = agreement(loaded, run("nan 2.5"), run(wrong))
-        assert not ok, wrong
-    ok, why = agreement(loaded, run("1.0 2.5"), run("nan 2.5"))
-    assert not ok and "max_rel difference nan" in why
+def printed(line: str) -> RunResult:
+    return RunResult(ok=True, returncode=0, wall_seconds=1.0, stdout=f"PASS\nprobe: {line}\n")
+
+
+@pytest.mark.parametrize("candidate", ["nan 2.5", "nan nan", "1.0 2.5", "nan inf"])
+def test_a_nan_never_passes_a_comparison_and_the_detail_says_which_side_printed_it(candidate):
+    """A NaN the baseline prints says nothing of the work behind it: a candidate that prints NaN
+    there too may have done none (cbsfil's make-run, if upstream's overflows)."""
+    ok, why = agreement(probed(r"^probe: (\S+) (\S+)$"), printed("nan 2.5"), printed(candidate))
+    assert not ok
+    assert f"(NaN at 1 of the baseline's 2 values, {candidate.split().count('nan')} of the candidate's)" in why
+
+
+def test_an_infinity_both_print_does_not_make_l2_rel_absolute_or_blind():
+    """l2_rel is relative to the baseline's finite values: an equal infinity in both made its norm
+    infinite, and then any difference passed."""
+    manifest = probed(r"^probe: (\S+) (\S+)$", norm="l2_rel", tolerance=1e-6)
+    assert not agreement(manifest, printed("inf 1.0"), printed("inf 1000.0"))[0]
+    assert not agreement(manifest, printed("inf 1e-9"), printed("inf 2e-9"))[0]
+    assert agreement(manifest, printed("inf 1.0"), printed("inf 1.0000001"))[0]
 
 
 @pytest.mark.parametrize("args, verdict", [
     ("4.0 0 1 1", "admitted"),      # 4.0/4.1 and 3.0/3.1 ms: one step of 0.1 ms apart, 2.5% and 3.3% of the medians
     ("4.0 0 1 2", "inconclusive"),  # two steps apart: the range counts whole
-    ("1.0 0 1 1", "inconclusive"),  # one step, but 0.1 ms is over 5% of the median: too coarse a clock to excuse it
+    ("2.8 0 1 1", "admitted"),      # the candidate's 2.1/2.2 ms: a step of 4.65% of its median, inside the 5% limit
+    ("2.4 0 1 1", "inconclusive"),  # its 1.8/1.9 ms: 5.4%, too coarse a clock to excuse (or to judge the 2% band)
     ("4.0 0 6 0", "admitted"),      # a fine clock and a steady program, as before
 ])
 def test_readings_one_step_of_the_printed_clock_apart_are_not_noise(ledger, tmp_path, args, verdict):
     """haccmk on the H200: its candidate's time printed as 0.000034 or 0.000035 s made a 2.9% spread
-    and an inconclusive verdict; the spread now excuses one step of the baseline's printed clock."""
+    and an inconclusive verdict; the spread now excuses one step of the printed clock, and the
+    speedup's CI is widened by half a step on each median."""
     outcome = run_gate(clocked_app(tmp_path, datasets=[{"name": "one", "args": args}]), "user:test",
                        AppProtocol(passes=4, warmup=0, max_attempts=1))
     assert outcome.verdict == verdict, outcome.detail
     measured = record_from_row(Event.objects.get(type="AppDatasetMeasured")).data
-    decimals = int(args.split()[2])
-    assert measured["clock_step"] == pytest.approx(10 ** -decimals / 1000)  # printed in ms, recorded in seconds
-    if verdict == "admitted":
-        assert set(measured["spread"].values()) <= {0.0} and not measured["noisy"]
+    step = 10 ** -int(args.split()[2]) / 1000  # printed in ms, recorded in seconds
+    assert measured["clock_step"] == {"baseline": pytest.approx(step), "candidate": pytest.approx(step)}
+    if args == "4.0 0 1 1":
+        assert measured["spread"] == {"baseline": 0.0, "candidate": 0.0} and not measured["noisy"]
+        assert measured["excused"] == {"baseline": pytest.approx(0.1 / 4.05), "candidate": pytest.approx(0.1 / 3.05)}
+        low, high = measured["speedup_ci"]
+        assert low < 4.0 / 3.1 and high > 4.1 / 3.0  # beyond what any resample of the readings gives
+
+
+def test_a_candidate_that_prints_its_time_more_coarsely_is_judged_by_the_baselines_step(ledger, tmp_path):
+    """The candidate writes its own printf: with one decimal fewer than upstream's, its readings
+    one step of its own clock apart are ten of upstream's, and count whole."""
+    app = clocked_app(tmp_path, candidate="-DCOARSE", datasets=[{"name": "one", "args": "4.0 0 2 1"}])
+    outcome = run_gate(app, "user:test", AppProtocol(passes=4, warmup=0, max_attempts=1))
+    assert outcome.verdict == "inconclusive", outcome.detail
+    measured = record_from_row(Event.objects.get(type="AppDatasetMeasured")).data
+    assert measured["clock_step"] == {"baseline": pytest.approx(0.01 / 1000), "candidate": pytest.approx(0.1 / 1000)}
+    assert measured["spread"]["candidate"] == pytest.approx(0.1 / 3.05)
 
 
 def test_the_app_page_shows_the_printed_clocks_step_under_its_dataset(ledger, client, tmp_path):
     outcome = run_gate(clocked_app(tmp_path, datasets=[{"name": "one", "args": "4.0 0 1 1"}]), "user:test",
                        AppProtocol(passes=3, warmup=0, max_attempts=1))
     html = client.get(f"/apps/{outcome.verdict_event.data['app']}/").content.decode()
-    assert "printed clock's step 1.0000e-04 s" in html  # 0.1 ms: time_ms printed with one decimal
+    assert "printed clock's step baseline 1.0000e-04 s candidate 1.0000e-04 s" in html  # 0.1 ms: one decimal
+    assert "(passes one clock step apart: " in html
+
+
+@pytest.mark.parametrize("printed_time, match, step", [
+    ("0.000034", "last", 1e-6), ("3.4e-05", "last", 1e-6), ("2151", "last", 1.0), ("+1.5", "last", 0.1),
+    ("0.5\nAverage 0.25", "sum", 0.1 + 0.01),  # ecdh adds two printed times: their steps add up
+    ("0.0e400", "last", None), ("nan", "last", None), ("inf", "last", None),
+])
+def test_the_printed_clocks_step_is_one_unit_of_its_last_digit(printed_time, match, step):
+    loaded = SimpleNamespace(manifest=SimpleNamespace(timing=SimpleNamespace(
+        source="pattern", pattern=r"(?:^|Average )(\S+)$", unit="s", match=match)))
+    found = clock_step(loaded, RunResult(ok=True, returncode=0, wall_seconds=1.0, stdout=printed_time + "\n"))
+    assert found == (None if step is None else pytest.approx(step))
