@@ -6,6 +6,7 @@ from __future__ import annotations
 from measurement.harness.cases import Case
 
 from .handwritten import default_chunk, render, render_temporal
+from .handwritten_planes import candidate as planes_candidate
 from .handwritten_temporal import candidate as pipe_candidate
 
 
@@ -29,7 +30,10 @@ def matrix_candidates(case: Case) -> list[tuple[str, dict, str, str]]:
     (T > 1) get `octa`, the composed octahedron through the plane queue (render_temporal), then in f32
     `pipe`, the T steps pipelined on chip (forge/handwritten_temporal.py). star_1 and varcoef_star_1
     in f16 get `pipe` with T = 1 last: the z march with shared in-plane neighbours and no register
-    queue, after rows16/rows8/short4 all lost to the fair f16 kernel (the issue-15 re-gate)."""
+    queue, after rows16/rows8/short4 all lost to the fair f16 kernel (the issue-15 re-gate). The
+    3D star stencils of radius 2 and more (star_R) get `planes` last (forge/handwritten_planes.py):
+    the in-plane arms from a shared ring of input planes filled by cp.async and only the z arms in
+    registers, 40-64 registers a thread where rows16 took 94-168 for star_4."""
     if case.stencil.time_steps != 1:
         source, launch, hypothesis = render_temporal(case)
         made = [(f"octa: hand-written composed octahedron, pair sums, {launch['tile'][0] // 32} x-points per thread",
@@ -52,4 +56,7 @@ def matrix_candidates(case: Case) -> list[tuple[str, dict, str, str]]:
     made.append(("short4: hand-written plane queue, 4-row blocks", launch, hypothesis, source))
     if case.precision == "f16" and case.stencil.family == "star" and case.stencil.radius == 1 and case.stencil.dims == 3:
         made.append(pipe_candidate(case))  # no register queue: the fair f16 kernel beat all three
+    stencil = case.stencil
+    if stencil.family == "star" and stencil.dims == 3 and stencil.radius >= 2 and not stencil.variable_coefficient:
+        made.append(planes_candidate(case))
     return made

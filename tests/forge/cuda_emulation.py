@@ -5,9 +5,10 @@ the loop computes what the GPU would. A kernel with a barrier is allowed one pat
 fill shared memory from the inputs, synchronise, then compute; the driver runs each block twice,
 so the second pass finds the shared table complete and rewrites every output correctly (outputs
 are written once per pass by one thread and never read). A kernel with dynamic shared memory
-(`extern __shared__`, barriers inside its loops: the `pipe` pipeline) runs each block's threads
+(`extern __shared__`, barriers inside its loops: the `pipe` pipeline, the `planes` ring) runs each block's threads
 as real threads meeting at a std::barrier, the shared array one buffer per block, and a thread
-that returns drops out of the barrier as it would on the GPU. CI has no GPU, and a hand-written
+that returns drops out of the barrier as it would on the GPU; cp.async copies (`planes`) land at
+the wait that covers them, not before. CI has no GPU, and a hand-written
 candidate must be known correct before device time is spent on it."""
 from __future__ import annotations
 
@@ -68,6 +69,23 @@ static char* dynamic_shared;
 #define __syncthreads() block_barrier->arrive_and_wait()
 template <class T> inline T __ldg(const T* p) { return *p; }
 inline float4 make_float4(float x, float y, float z, float w) { return float4{x, y, z, w}; }
+/* cp.async as kernels spell it (copy_async, commit_async, wait_async<N>), with the GPU's ordering:
+   a copy lands only at the wait that covers its group, so a kernel that reads a buffer before
+   waiting for it, or refills one another thread may still read, reads stale values here too. */
+#define EMULATED_CP_ASYNC
+#include <cstring>
+struct PendingCopy { void* dst; const void* src; std::size_t bytes; int group; };
+static thread_local std::vector<PendingCopy> pending_copies;
+static thread_local int committed_groups = 0;
+template <class T> inline void copy_async(T* dst, const T* src) { pending_copies.push_back({dst, src, sizeof(T), committed_groups}); }
+inline void commit_async() { ++committed_groups; }
+template <int N> inline void wait_async()
+{
+    std::vector<PendingCopy> later;
+    for (const PendingCopy& c : pending_copies)
+        if (c.group < committed_groups - N) std::memcpy(c.dst, c.src, c.bytes); else later.push_back(c);
+    pending_copies.swap(later);
+}
 """
 
 DYNAMIC_SHARED = re.compile(r"extern __shared__ (\w+) (\w+)\[\];")

@@ -1,0 +1,277 @@
+"""`planes`: star_R (R >= 2) with the in-plane arms from a shared-memory ring of input planes
+filled by cp.async, and only the z arms in a register queue (issue 16).
+
+What it replaces. rows16 (forge/handwritten.py) reads each input plane's footprint rows into
+registers (for star_4 f32: a 12-lane centre row and eight 4-lane rows) beside a queue of 2R+1
+partial outputs; nvcc gives it 94 registers a thread for star_4 in f32 and 168 in f16, and Nsight
+Compute on the H200 put star_4/512^3 f32 at 25% theoretical occupancy and 29% of the DRAM
+bandwidth (docs/benchmarks/ncu/). The rows are what costs: they are read once and summed, so they
+need not live in registers at all.
+
+The design. A block of 32 x H threads owns an output tile of 32V x H points (V lanes a thread: one
+16-byte vector in f32 and f64, one 8-byte vector of four halves in f16) and marches along z over
+a chunk of L output planes. Each input plane of the chunk (L + 2R of them) is copied as a tile of
+(32 + 2 NX) x (H + 2R) vectors (NX = ceil(R/V) vectors of x halo) into one of NB shared buffers by
+cp.async, NB - 1 planes ahead, so the bytes in flight sit in shared memory, not in registers. At
+plane p a thread reads from the tile its own vector (the centre), the 2R vectors above and below
+it and the NX vectors either side, adds the in-plane arms and c0 times the centre into output p's
+slot of a queue of 2R+1 partial outputs, and c_d times the centre into the slots of outputs p -+ d;
+output p - R is then complete and stored. One barrier a plane: the wait for plane p's copies, then
+__syncthreads, after which every thread has finished plane p - 1, so its buffer is refilled with
+plane p + NB - 1.
+
+Registers (nvcc 13.0 -arch=sm_90 -Xptxas -v, 512-thread blocks, H = 16, NB = 4, 0 bytes spilled),
+under __launch_bounds__(512, resident_blocks): star_2 f32 40, f16 40 (3 blocks an SM: 75%
+theoretical occupancy; without the bound nvcc takes 47 and 48); star_4 f32 64, f16 63, star_2 f64
+62, star_4 f64 64 (2 blocks: 50%; without the bound 76, 106, 56, 94). rows16 (short4 is the same
+source) takes 94 (f32) and 168 (f16) for star_4 (25% and 12.5% in its 256-thread blocks), 56 for
+star_2 f32, 95 for f16 and 52 for f64 (56% in short4's 128-thread blocks: planes has less
+occupancy for star_2 f64, and gains there only if the L1 traffic below is what limits rows16). Shared memory: NB x (H + 2R) x (32 + 2 NX) vectors, 52 KiB a
+block for star_4 f32, 43 KiB for star_2 f32, so the resident blocks take at most 130 of 228 KiB.
+
+Bytes a point. DRAM: one read and one write (8 bytes in f32), as for rows16, provided the
+neighbouring tiles' halo rows hit the L2 (blocks next to each other in y march the same planes at
+about the same time). L2 to SM: the tile repeats (H + 2R)/H x (32 + 2 NX)/32 x (L + 2R)/L of the
+reads, 1.50 x 1.06 x 1.06 = 1.69 for star_4/512^3 (L = 128), 1.25 x 1.06 x 1.06 = 1.41 for
+star_2/512^3 f32 (L = 64); rows16 loads 2R+1 rows of vectors a plane through L1 (11 vectors for 4
+points in star_4 f32). Shared memory: the cp.async writes plus 1 + 2 NX + 2R vector reads a thread
+and plane: 44 + 7 bytes a point for star_4 f32, 28 + 6 for star_2 f32, 22 + 3 for star_4 f16,
+56 + 11 for star_2 f64. At the copy rate (4.3 TB/s: 537 G points/s in f32, 1075 in f16, 269 in
+f64) against the H200's 128 bytes a clock an SM (about 33 TB/s at 1.98 GHz) that is 82% of the
+shared bandwidth for star_4 in f32 and f16 and 54% for star_2 in f32 and f64: star_4 may end up
+limited by shared memory rather than DRAM, star_2 should not.
+Expected: star_4 from 40% (f32) and 20% (f16) of the copy bandwidth towards 70-80%, star_2 from
+63-75% towards 80-90%. Not yet measured on the H200.
+
+Odd shapes and unaligned arrays (nx not a multiple of V, or an array off the vector boundary) take
+per-lane scalar loads into the same shared tile and per-lane stores, in the same kernel.
+"""
+from __future__ import annotations
+
+import math
+from string import Template
+
+from measurement.harness.cases import Case
+from measurement.harness.codegen import acc_type, cuda_type
+
+TX = 32  # threads of a block in x: a warp reads one row of the tile
+STAGES = 4  # shared buffers: NB - 1 planes in flight while one is read
+VECTOR = {"f32": ("float4", 16, "cg"), "f64": ("double2", 16, "cg"), "f16": ("uint2", 8, "ca")}  # cp.async.cg is 16-byte only
+
+
+def lanes(case: Case) -> int:
+    return VECTOR[case.precision][1] // case.dtype.itemsize
+
+
+def check_case(case: Case) -> None:
+    stencil = case.stencil
+    if stencil.family != "star" or stencil.dims != 3 or stencil.time_steps != 1 or stencil.variable_coefficient:
+        raise ValueError(f"{case.id}: planes is for the 3D constant-coefficient star stencils (star_R)")
+
+
+def shared_bytes(case: Case, height: int, stages: int = STAGES) -> int:
+    r, v = case.stencil.radius, lanes(case)
+    return stages * (height + 2 * r) * (TX + 2 * -(-r // v)) * VECTOR[case.precision][1]
+
+
+def resident_blocks(case: Case) -> int:
+    """512-thread blocks an SM is to hold, passed to __launch_bounds__: 3 (at most 40 registers,
+    75% occupancy) where nvcc fits star_R in that without spilling (R <= 2, f32 and f16), else 2
+    (64 registers, 50%)."""
+    return 3 if case.stencil.radius <= 2 and case.precision != "f64" else 2
+
+
+def default_chunk(case: Case, height: int) -> int:
+    """Output planes a block: the z halo's refill, (L + 2R) / L, against the last wave's idle SMs
+    (resident_blocks an SM, 132 SMs)."""
+    nz, ny, nx = case.shape
+    r = case.stencil.radius
+    tiles = math.ceil(nx / (TX * lanes(case))) * math.ceil(ny / height)
+
+    def cost(chunk: int) -> float:
+        waves = tiles * math.ceil((nz - 2 * r) / chunk) / (resident_blocks(case) * 132)
+        return (chunk + 2 * r) / chunk * math.ceil(waves) / waves
+
+    chunks = [c for c in (8, 16, 32, 64, 128) if c < nz] or [8]
+    return min(chunks, key=lambda c: (cost(c), -c))
+
+
+def render(case: Case, height: int = 16, chunk: int | None = None, stages: int = STAGES) -> tuple[str, dict, str]:
+    """(source, launch, hypothesis) of the planes kernel for a star_R case."""
+    check_case(case)
+    if not 2 <= stages <= 8 or height < 1 or TX * height > 1024:
+        raise ValueError(f"stages {stages}, height {height}: 2 to 8 buffers, at most 1024 threads a block")
+    r, v = case.stencil.radius, lanes(case)
+    chunk = chunk or default_chunk(case, height)
+    vtype, vbytes, cache = VECTOR[case.precision]
+    source = _SOURCE.substitute(
+        case=case.id, R=r, V=v, H=height, MIN_BLOCKS=resident_blocks(case), L=chunk, NB=stages, THREADS=TX * height, VB=vbytes, CACHE=cache,
+        INCLUDE="#include <cuda_fp16.h>\n" if case.precision == "f16" else "", ELEM=cuda_type(case.precision),
+        ACC=acc_type(case.precision), VEC=vtype, LANES=_LANES[case.precision])
+    launch = {"block": [TX, height, 1], "tile": [TX * v, height, chunk], "shared_bytes": shared_bytes(case, height, stages)}
+    nx_halo = -(-r // v)
+    reads = (height + 2 * r) / height * (TX + 2 * nx_halo) / TX * (chunk + 2 * r) / chunk
+    occupancy = resident_blocks(case) * TX * height / 2048
+    hypothesis = (f"{case.id}: the in-plane arms from a shared ring of {stages} input planes filled by cp.async "
+                  f"({TX * v}x{height} tiles, {chunk} planes a block: each input point read {reads:.2f}x into the SM, "
+                  f"where rows16 reads {2 * r + 1} rows a plane through L1), only the z arms in a {2 * r + 1}-deep register "
+                  f"queue ({occupancy:.0%} theoretical occupancy by __launch_bounds__, no spills); expected nearer the copy "
+                  "bandwidth where rows16's registers or its L1 traffic limited it.")
+    return source, launch, hypothesis
+
+
+def candidate(case: Case) -> tuple[str, dict, str, str]:
+    """The `planes` candidate campaigns submit (forge.candidates.matrix_candidates)."""
+    source, launch, hypothesis = render(case)
+    return (f"planes: shared cp.async plane ring, z arms in registers, {launch['tile'][0]}x{launch['tile'][1]} tiles, "
+            f"{launch['tile'][2]} planes a block", launch, hypothesis, source)
+
+
+# to_lanes: a vector of V elements into acc_t lanes; from_lanes: back, rounded to the element type.
+_LANES = {
+    "f32": """__device__ __forceinline__ void to_lanes(const vec_t w, acc_t* v) { v[0] = w.x; v[1] = w.y; v[2] = w.z; v[3] = w.w; }
+__device__ __forceinline__ vec_t from_lanes(const acc_t* v) { vec_t w; w.x = v[0]; w.y = v[1]; w.z = v[2]; w.w = v[3]; return w; }""",
+    "f64": """__device__ __forceinline__ void to_lanes(const vec_t w, acc_t* v) { v[0] = w.x; v[1] = w.y; }
+__device__ __forceinline__ vec_t from_lanes(const acc_t* v) { vec_t w; w.x = v[0]; w.y = v[1]; return w; }""",
+    "f16": """__device__ __forceinline__ void to_lanes(const vec_t w, acc_t* v)
+{
+    const __half2* h = reinterpret_cast<const __half2*>(&w);
+    v[0] = __low2float(h[0]); v[1] = __high2float(h[0]); v[2] = __low2float(h[1]); v[3] = __high2float(h[1]);
+}
+__device__ __forceinline__ vec_t from_lanes(const acc_t* v)
+{
+    vec_t w;
+    __half2* h = reinterpret_cast<__half2*>(&w);
+    h[0] = __floats2half2_rn(v[0], v[1]); h[1] = __floats2half2_rn(v[2], v[3]);
+    return w;
+}""",
+}
+
+_SOURCE = Template("""/* Hand-written H200 candidate for $case (forge/handwritten_planes.py): star_$R with the in-plane
+ * arms from a ring of $NB shared input planes ($VB-byte cp.async copies, $V x-points a thread, 32 x $H threads,
+ * $L planes a block) and the z arms in a register queue of 2R+1 partial outputs. Any shape: odd
+ * extents or unaligned arrays take per-lane scalar loads into the same tile. */
+${INCLUDE}typedef $ELEM elem_t;
+typedef $ACC acc_t;
+typedef $VEC vec_t;
+$LANES
+#ifndef EMULATED_CP_ASYNC  /* tests/forge/cuda_emulation.py defines these with the same ordering rules */
+/* One vector from global to shared memory without passing through a register (sm_80 and later). */
+__device__ __forceinline__ void copy_async(vec_t* dst, const vec_t* src)
+{
+    asm volatile("{ .reg .u64 s; cvta.to.shared.u64 s, %0; cp.async.$CACHE.shared.global [s], [%1], $VB; }"
+                 :: "l"(dst), "l"(src) : "memory");
+}
+__device__ __forceinline__ void commit_async() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+/* Until at most N of the most recently committed groups are still in flight. */
+template <int N> __device__ __forceinline__ void wait_async() { asm volatile("cp.async.wait_group %0;" :: "n"(N) : "memory"); }
+#endif
+
+extern "C" __global__ void __launch_bounds__($THREADS, $MIN_BLOCKS)
+stencil(const elem_t* __restrict__ u, const elem_t* __restrict__ a, elem_t* __restrict__ y,
+        const double* __restrict__ coef, int nz, int ny, int nx)
+{
+    constexpr int R = $R, V = $V, TX = 32, H = $H, L = $L, NB = $NB;
+    constexpr int NX = (R + V - 1) / V;  /* the x halo in whole vectors, so every copy stays aligned */
+    constexpr int PITCH = TX + 2 * NX, CELLS = PITCH * (H + 2 * R), THREADS = TX * H;
+    constexpr int PER = (CELLS + THREADS - 1) / THREADS;  /* tile cells a thread copies a plane */
+    extern __shared__ vec_t ring[];  /* [NB][H + 2R][PITCH] vectors: input planes p .. p + NB - 1 */
+    const int tx = threadIdx.x, ty = threadIdx.y, rank = ty * TX + tx;
+    const int xb = blockIdx.x * TX * V, yb = blockIdx.y * H;  /* the block's first output column, row */
+    const int zb = R + blockIdx.z * L, ze = min(zb + L, nz - R);
+    if (xb >= nx - R || yb >= ny - R || zb >= ze) return;  /* the whole block, before any barrier */
+    const long sk = (long)nx * ny;
+    const bool vec = nx % V == 0 && (((unsigned long long)u | (unsigned long long)y) % sizeof(vec_t)) == 0;
+    acc_t c[R + 1];
+#pragma unroll
+    for (int d = 0; d <= R; ++d) c[d] = (acc_t)coef[d];
+
+    /* Plane `plane` into buffer `buffer`: the cells rank, rank + THREADS, ... of the tile. */
+    auto copy_plane = [&](int plane, int buffer) {
+        vec_t* tile = ring + buffer * CELLS;
+        const elem_t* src = u + (long)plane * sk;
+#pragma unroll
+        for (int m = 0; m < PER; ++m) {
+            const int cell = rank + m * THREADS;
+            const int gy = yb - R + cell / PITCH, gx = xb + (cell % PITCH - NX) * V;
+            if (cell >= CELLS || gy < 0 || gy >= ny) continue;  /* rows outside feed no stored output */
+            if (vec) {
+                if (gx >= 0 && gx < nx) copy_async(tile + cell, reinterpret_cast<const vec_t*>(src + (long)gy * nx + gx));
+            } else {
+                elem_t* lane = reinterpret_cast<elem_t*>(tile + cell);
+#pragma unroll
+                for (int i = 0; i < V; ++i) lane[i] = (gx + i >= 0 && gx + i < nx) ? src[(long)gy * nx + gx + i] : (elem_t)0;
+            }
+        }
+    };
+
+    const int planes = ze - zb + 2 * R;  /* input planes zb - R .. ze + R - 1 */
+#pragma unroll
+    for (int s = 0; s < NB - 1; ++s) {
+        if (s < planes) copy_plane(zb - R + s, s);
+        commit_async();  /* one group a plane, empty or not, so the wait below counts planes */
+    }
+    acc_t q[2 * R + 1][V];  /* q[R + d]: partial output of plane p + d */
+#pragma unroll
+    for (int s = 0; s < 2 * R + 1; ++s)
+#pragma unroll
+        for (int i = 0; i < V; ++i) q[s][i] = 0;
+    const int gy = yb + ty, gx = xb + tx * V;
+    const bool row_out = gy >= R && gy < ny - R && gx < nx - R && gx + V > R;
+    const int own = (R + ty) * PITCH + NX + tx;
+    int read = 0, fill = NB - 1;  /* buffers of plane p and of plane p + NB - 1 */
+    for (int i = 0; i < planes; ++i) {
+        wait_async<NB - 2>();  /* this thread's copies of plane p have landed */
+        __syncthreads();       /* everyone's have, and everyone is done with plane p - 1's buffer */
+        if (i + NB - 1 < planes) copy_plane(zb - R + i + NB - 1, fill);
+        commit_async();
+        const vec_t* tile = ring + read * CELLS;
+        const int p = zb - R + i;
+        acc_t mid[V];
+        to_lanes(tile[own], mid);
+        if (p >= zb && p < ze) {  /* output p's in-plane arms */
+            acc_t row[V + 2 * NX * V];  /* lanes -NX V .. V + NX V - 1 of the thread's row */
+#pragma unroll
+            for (int n = 0; n < NX; ++n) {
+                to_lanes(tile[own - NX + n], row + n * V);
+                to_lanes(tile[own + 1 + n], row + (NX + 1 + n) * V);
+            }
+#pragma unroll
+            for (int l = 0; l < V; ++l) row[NX * V + l] = mid[l];
+#pragma unroll
+            for (int d = 1; d <= R; ++d) {
+                acc_t up[V], down[V];
+                to_lanes(tile[own - d * PITCH], up);
+                to_lanes(tile[own + d * PITCH], down);
+#pragma unroll
+                for (int l = 0; l < V; ++l)
+                    q[R][l] += c[d] * ((up[l] + down[l]) + (row[NX * V + l - d] + row[NX * V + l + d]));
+            }
+        }
+#pragma unroll
+        for (int l = 0; l < V; ++l) {
+            q[R][l] += c[0] * mid[l];
+#pragma unroll
+            for (int d = 1; d <= R; ++d) { const acc_t t = c[d] * mid[l]; q[R - d][l] += t; q[R + d][l] += t; }
+        }
+        if (p - R >= zb && row_out) {  /* output p - R has all its terms */
+            const long o = (long)(p - R) * sk + (long)gy * nx + gx;
+            if (vec && gx >= R && gx + V <= nx - R) {
+                *reinterpret_cast<vec_t*>(y + o) = from_lanes(q[0]);
+            } else {
+#pragma unroll
+                for (int l = 0; l < V; ++l)
+                    if (gx + l >= R && gx + l < nx - R) y[o + l] = (elem_t)q[0][l];
+            }
+        }
+#pragma unroll
+        for (int s = 0; s < 2 * R; ++s)
+#pragma unroll
+            for (int l = 0; l < V; ++l) q[s][l] = q[s + 1][l];
+#pragma unroll
+        for (int l = 0; l < V; ++l) q[2 * R][l] = 0;
+        read = read + 1 == NB ? 0 : read + 1;
+        fill = fill + 1 == NB ? 0 : fill + 1;
+    }
+}
+""")

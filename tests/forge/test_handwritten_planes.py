@@ -1,0 +1,63 @@
+"""The `planes` candidate (forge/handwritten_planes.py) is correct before device time is spent on it:
+each rendering runs on the CPU through tests/forge/cuda_emulation.py, whose threaded mode meets its
+barriers and lands its cp.async copies only at the waits that cover them, on the vector path
+(aligned arrays, nx a multiple of V) and the scalar one (misaligned arrays, odd nx), judged as
+tests/forge/test_handwritten.py judges rows16: within the tolerance and the straightforward CUDA
+kernel's error floor, and exactly the region written."""
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from forge.candidates import matrix_candidates
+from forge.handwritten_planes import render
+from measurement.harness.cases import parse_case
+from measurement.harness.codegen import DEFAULT_CUDA_LAUNCH, straightforward_cuda
+from measurement.harness.oracle import FLOOR_FACTOR, TOLERANCE
+
+from .test_handwritten import judged
+
+pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ to emulate CUDA kernels on the CPU")
+
+# (case, chunk): every precision at R = 2 and 4; x extents a multiple of V take the vector path
+# unless misaligned, the odd ones (131, 70, 67) the scalar path; chunk 4 gives several blocks in z
+# and 260 x 40 several in x and y, so tile edges meet inside the grid.
+CASES = [
+    ("star_2/11x12x64/f64", None), ("star_4/13x15x64/f32", None), ("star_4/12x37x136/f16", 4),
+    ("star_2/20x40x260/f32", 4), ("star_2/10x21x131/f32", None), ("star_2/9x19x70/f16", 3),
+    ("star_4/13x17x67/f64", 2), ("star_4/14x18x40/f64", 3),
+]
+
+
+@pytest.mark.parametrize("case_id, chunk", CASES)
+def test_planes_is_correct_on_both_paths(case_id, chunk):
+    case = parse_case(case_id)
+    floor = judged(case, straightforward_cuda(case), {k: list(v) for k, v in DEFAULT_CUDA_LAUNCH.items()}, False)
+    source, launch, _ = render(case, chunk=chunk)
+    for misalign in (False, True):
+        error = judged(case, source, launch, misalign)
+        assert error <= TOLERANCE[case.precision], (misalign, error)
+        assert error <= max(FLOOR_FACTOR[case.precision] * floor, 1e-15), (misalign, error, floor)
+
+
+def test_reading_a_plane_before_its_copies_land_is_caught():
+    """The emulation can fail the ring: waiting for one plane too few reads the buffer's old plane."""
+    case = parse_case("star_2/11x12x64/f32")
+    source, launch, _ = render(case, chunk=4)
+    broken = source.replace("wait_async<NB - 2>();", "wait_async<NB - 1>();")
+    assert broken != source
+    assert not judged(case, broken, launch, False) <= TOLERANCE[case.precision]
+
+
+def test_planes_offered_last_for_wide_stars_only():
+    def offered(case_id):
+        return [c[0].split(":")[0] for c in matrix_candidates(parse_case(case_id))]
+
+    assert offered("star_4/512x512x512/f32") == ["rows16", "short4", "planes"]
+    assert offered("star_2/512x512x512/f64") == ["rows16", "short4", "planes"]
+    assert offered("star_4/512x512x512/f16")[-1] == "planes"
+    assert "planes" not in offered("star_1/512x512x512/f32")
+    assert "planes" not in offered("varcoef_star_1/512x512x512/f32")
+    with pytest.raises(ValueError):
+        render(parse_case("box_2/64x64x64/f32"))
