@@ -134,14 +134,16 @@ class AppDatasetMeasuredV3(AppDatasetMeasuredV2):
 
 @event_type("AppDatasetMeasured", owner="appgate", version=4,
             upcast_from_previous=lambda payload: {
-                **payload, "excused": {},
+                **payload, "excused": {}, "wall_samples": {},
                 "clock_step": {} if payload["clock_step"] is None else {"baseline": payload["clock_step"]}})
 class AppDatasetMeasuredV4(AppDatasetMeasuredV2):
     # v4 (session 20, after review): each variant's printed clock's step in seconds (none for wall
     # time), and the spread of a variant whose passes one step excused (appgate.verdicts.spread),
-    # as measured; the speedup CI widened by half a step on each median (step_widened_ci)
+    # as measured; the speedup CI widened by half a step on each median (step_widened_ci); each
+    # timed run's wall time, beside the printed clock the candidate's program prints
     clock_step: dict[str, float] = Field(default_factory=dict)
     excused: dict[str, float] = Field(default_factory=dict)
+    wall_samples: dict[str, list[float]] = Field(default_factory=dict)
 
 
 @event_type("AppGateVerdict", owner="appgate")

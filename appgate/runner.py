@@ -36,6 +36,9 @@ class DatasetMeasurement:
     detail: dict[str, str]
     samples: dict[str, list[float]] = field(default_factory=dict)
     hotspot: dict[str, list[float]] = field(default_factory=dict)
+    # each timed run's wall time (the sandbox's timer): evidence beside the printed clock, which
+    # the candidate's own program prints (docs/security.md)
+    wall: dict[str, list[float]] = field(default_factory=dict)
     order: list[list[str]] = field(default_factory=list)
     # Each variant's printed clock's step in seconds (checks.clock_step): the finest seen over its
     # timed runs, since %g and cout drop trailing zeros ("0.00216" for 0.002160, a step of 1e-5
@@ -129,6 +132,7 @@ def time_dataset(loaded: LoadedManifest, binaries: dict[str, Path], dataset, scr
                 measurement.detail[v] = f"a timed run: {why}"
                 continue
             measurement.samples[v].append(seconds)
+            measurement.wall.setdefault(v, []).append(results[v].wall_seconds)
             step = clock_step(loaded, results[v])
             if step is not None:
                 measurement.clock_step[v] = min(step, measurement.clock_step.get(v, step))

@@ -234,6 +234,7 @@ def time_dataset(loaded, binaries, dataset, scratch, protocol: AppProtocol, gate
         "noisy": attempts.noisy, "timing_source": loaded.manifest.timing.source, "clock_step": result.clock_step,
         # what a one-step excuse (verdicts.spread) set to 0, as measured
         "excused": {v: spread(s) for v, s in result.samples.items() if spreads[v] == 0 and spread(s)},
+        "wall_samples": result.wall,
     }
     if all(result.correct.values()) and all(medians.values()):
         payload["speedup"] = medians["baseline"] / medians["candidate"]

@@ -19,6 +19,7 @@ beside it.
 from __future__ import annotations
 
 import difflib
+import statistics
 from typing import Any, Iterable
 
 from django.db.models import Q
@@ -385,4 +386,5 @@ def _dataset(event: RecordedEvent) -> dict[str, Any]:
             "hotspot_samples": data["hotspot_samples"], "medians": data["medians"], "spread": data["spread"],
             "order": data["order"], "speedup": data["speedup"], "speedup_ci": data["speedup_ci"],
             "hotspot_fraction": data["hotspot_fraction"], "noisy": data["noisy"], "timing_source": data["timing_source"],
-            "clock_step": data["clock_step"], "excused": data["excused"]}
+            "clock_step": data["clock_step"], "excused": data["excused"],
+            "wall_medians": {v: statistics.median(w) for v, w in data["wall_samples"].items() if w}}

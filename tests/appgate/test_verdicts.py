@@ -215,6 +215,9 @@ def test_the_app_page_shows_the_printed_clocks_step_under_its_dataset(ledger, cl
     html = client.get(f"/apps/{outcome.verdict_event.data['app']}/").content.decode()
     assert "printed clock's step baseline 1.0000e-04 s candidate 1.0000e-04 s" in html  # 0.1 ms: one decimal
     assert "(passes one clock step apart: " in html
+    walls = record_from_row(Event.objects.get(type="AppDatasetMeasured")).data["wall_samples"]
+    assert [len(w) for w in walls.values()] == [3, 3] and all(0 < t < 60 for w in walls.values() for t in w)
+    assert "wall time a run (median, the sandbox's timer, not the program's) baseline " in html
 
 
 @pytest.mark.parametrize("printed_time, match, step", [
