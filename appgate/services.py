@@ -219,8 +219,7 @@ def time_dataset(loaded, binaries, dataset, scratch, protocol: AppProtocol, gate
         say(f"timing {dataset.name}: {protocol.passes} interleaved passes (attempt {attempt + 1})")
         result = runner.time_dataset(loaded, binaries, dataset, scratch, protocol.passes, protocol.interleave, protocol.warmup)
         steps = result.clock_step
-        spreads = {v: spread(s, steps.get(v), min(steps.get(v, math.inf), steps.get("baseline", math.inf)))
-                   for v, s in result.samples.items()}
+        spreads = {v: spread(s, steps.get(v), steps.get("baseline")) for v, s in result.samples.items()}
         attempts.record(max((s for s in spreads.values() if s is not None), default=math.inf), (result, spreads))
         if not all(result.correct.values()):
             break

@@ -127,16 +127,17 @@ def rerun_revision(verdict: str, headline: float | None, ci: list[float] | None,
     return None
 
 
-def spread(samples: list[float], clock_step: float | None = None, excusable: float | None = None) -> float | None:
+def spread(samples: list[float], clock_step: float | None = None, baseline_step: float | None = None) -> float | None:
     """(max - min) / median of a variant's pass times: the noise measure of the regression band.
 
     A clock printed in steps (`clock_step`, this variant's: checks.clock_step) shows a steady time
     near a rounding edge as readings one step apart: on the H200 haccmk's candidate read 0.000034
     and 0.000035 s (a 2.9% "spread") and minisweep's 0.027 and 0.028 s, inconclusive for the print
-    format, not for noise. So passes at most `excusable` apart (the finer of this variant's step
-    and the baseline's: a candidate printing coarser than upstream gains nothing) count as no
-    spread; a wider range counts whole; and a step over STEP_LIMIT of the median is itself the
-    spread at least, whatever the readings (constant readings of a coarse clock say nothing)."""
+    format, not for noise. So passes at most the finer of this variant's step and the baseline's
+    apart count as no spread (a candidate printing coarser than upstream gains nothing; with
+    either step unknown, as for wall time, nothing is excused); a wider range counts whole; and a
+    step over STEP_LIMIT of the median is itself the spread at least, whatever the readings
+    (constant readings of a coarse clock say nothing)."""
     if len(samples) < 2:
         return None
     median = statistics.median(samples)
@@ -146,7 +147,7 @@ def spread(samples: list[float], clock_step: float | None = None, excusable: flo
     if clock_step and clock_step > STEP_LIMIT * median:
         return max(width, clock_step) / median
     # the slack: readings' floats differ by a hair more than the step (0.0041 - 0.004 = 1.0000000000000026e-4)
-    if excusable and width <= excusable * (1 + 1e-6):
+    if clock_step and baseline_step and width <= min(clock_step, baseline_step) * (1 + 1e-6):
         return 0.0
     return width / median
 

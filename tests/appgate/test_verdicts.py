@@ -16,6 +16,7 @@ from appgate.manifest import load_manifest
 from appgate.models import AppRow
 from appgate.proposers import AppCandidate
 from appgate.services import AppGateError, AppProtocol, record_candidate, run_gate
+from appgate.verdicts import spread
 from frontend.tables import application_rows
 from ledger.models import Event
 from ledger.services import record_from_row
@@ -230,3 +231,16 @@ def test_the_printed_clocks_step_is_one_unit_of_its_last_digit(printed_time, mat
         source="pattern", pattern=r"(?:^|Average )(\S+)$", unit="s", match=match)))
     found = clock_step(loaded, RunResult(ok=True, returncode=0, wall_seconds=1.0, stdout=printed_time + "\n"))
     assert found == (None if step is None else pytest.approx(step))
+
+
+@pytest.mark.parametrize("steps, expected", [
+    ((None, None), 0.5),     # wall time: no printed clock, nothing excused
+    ((0.5, None), 0.5),      # the baseline's step unknown: nothing excused
+    ((None, 0.5), 0.5),      # this variant's step unknown: nothing excused
+    ((0.5, 0.5), 0.0),       # one step of both clocks apart: quiet
+    ((0.5, 0.05), 0.5),      # the baseline prints finer: only its step is excused
+])
+def test_the_spread_excuses_a_step_only_where_both_clocks_steps_are_known(steps, expected):
+    """Before this was pinned, a missing step counted as an infinite one, and every spread of a
+    wall-timed dataset read 0 (quiet) whatever its passes."""
+    assert spread([10.0, 10.5, 10.0, 10.5, 10.0], *steps) == pytest.approx(expected / 10.0)
