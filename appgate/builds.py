@@ -65,11 +65,11 @@ def fresh_source(source_dir: Path, target: Path, patch: dict[str, str] | None = 
 
     shutil.copytree(source_dir, target, symlinks=True, ignore=left_out)
     for relative, text in (patch or {}).items():
-        (target / relative).write_text(text)
+        diffs.write_source(target / relative, text)
     if probe:
-        written = {relative: (target / relative).read_text() for relative in diffs.parse(probe)}
+        written = {relative: diffs.read_source(target / relative) for relative in diffs.parse(probe)}
         for relative, text in diffs.apply(written, probe, unique=True).items():
-            (target / relative).write_text(text)
+            diffs.write_source(target / relative, text)
     sandbox.hand_over(target)
     return target
 

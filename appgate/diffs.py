@@ -7,6 +7,34 @@ it meant when it was written, or not apply at all. Free of Django.
 from __future__ import annotations
 
 import re
+from pathlib import Path
+
+def read_source(path: Path) -> str:
+    """A source file's text, newlines read as `read_text` reads them (a CRLF file, like hmm's
+    ViterbiGPU.cu, as LF: the shipped patches are written so). Upstream sources are not all UTF-8
+    (HeCBench's eigenvalue is Latin-1: a (c) sign in a comment); such a file is read as Latin-1, one
+    character per byte, so that patches apply to it as text and `write_source` gives its bytes back."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        return path.read_text(encoding="latin-1")
+
+
+def write_source(path: Path, text: str) -> None:
+    """Write `text` over `path` in the encoding of the file it replaces (UTF-8 for a new one), so an
+    unchanged line keeps its bytes; a character that encoding lacks is a ValueError."""
+    encoding = "utf-8"
+    if path.exists():
+        try:
+            path.read_bytes().decode("utf-8")
+        except UnicodeDecodeError:
+            encoding = "latin-1"
+    try:
+        data = text.encode(encoding)
+    except UnicodeEncodeError as error:
+        raise ValueError(f"{path.name} is {encoding}, which cannot hold {error.object[error.start:error.end]!r}") from None
+    path.write_bytes(data)
+
 
 _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 

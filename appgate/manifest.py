@@ -354,7 +354,7 @@ def _probe_problems(m: Manifest, source_dir: Path) -> list[str]:
     if not source_dir.is_dir():
         return []
     try:
-        diffs.apply({p: (source_dir / p).read_text() for p in paths}, m.correctness.probe, unique=True)
+        diffs.apply({p: diffs.read_source(source_dir / p) for p in paths}, m.correctness.probe, unique=True)
     except (OSError, ValueError) as error:
         return [f"correctness.probe: does not apply to the baseline: {error}"]
     return []

@@ -50,7 +50,7 @@ def external_candidate(loaded: LoadedManifest) -> AppCandidate:
 
 def unified_patch(loaded: LoadedManifest, files: dict[str, str]) -> str:
     return "".join(
-        "".join(difflib.unified_diff((loaded.source_dir / path).read_text().splitlines(keepends=True),
+        "".join(difflib.unified_diff(diffs.read_source(loaded.source_dir / path).splitlines(keepends=True),
                                      text.splitlines(keepends=True), f"a/{path}", f"b/{path}"))
         for path, text in sorted(files.items()))
 
@@ -83,7 +83,7 @@ def parse_patch_reply(loaded: LoadedManifest, text: str) -> tuple[dict[str, str]
         raise ValueError(f"the json block is not valid JSON: {error}") from None
     if not isinstance(data, dict) or not all(isinstance(data.get(k), str) and data[k].strip() for k in ("subject", "hypothesis")):
         raise ValueError("the json block must be an object with non-empty strings 'subject' and 'hypothesis'")
-    changed = {path: body for path, body in files.items() if body != (loaded.source_dir / path).read_text()}
+    changed = {path: body for path, body in files.items() if body != diffs.read_source(loaded.source_dir / path)}
     if not changed:
         raise ValueError("the reply changes no file")
     return changed, " ".join(data["subject"].split()), data["hypothesis"].strip()
@@ -178,7 +178,7 @@ class PatchProposer:
             outside = sorted(set(self.paths) - set(allowed))
             if outside:
                 raise ValueError(f"{', '.join(outside)}: not among the baseline files ({', '.join(sorted(allowed))})")
-            files = diffs.apply({path: (loaded.source_dir / path).read_text() for path in self.paths}, self.text)
+            files = diffs.apply({path: diffs.read_source(loaded.source_dir / path) for path in self.paths}, self.text)
         except (ValueError, OSError, UnicodeDecodeError) as error:
             raise GenerationFailure(f"the patch does not apply to {loaded.name}'s baseline: {error}", kind="malformed",
                                     raw=self.text) from None

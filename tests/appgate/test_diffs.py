@@ -50,3 +50,26 @@ def test_malformed_patches_are_refused_saying_why(patch, message):
 def test_a_file_outside_the_baseline_is_refused():
     with pytest.raises(ValueError, match="secret.txt is not one of the application's baseline files"):
         diffs.apply({"main.cu": ORIGINAL}, made("a\n", "b\n", "secret.txt"))
+
+
+def test_a_latin_1_source_is_patched_and_written_back_byte_for_byte_but_for_the_hunk(tmp_path):
+    """HeCBench's eigenvalue sources carry a Latin-1 (c) sign: a patch must apply to them and every
+    line it leaves alone must keep its bytes (the baseline is checked byte-identical upstream)."""
+    original = "/* \xa9 2009 NVIDIA */\n" + ORIGINAL
+    source = tmp_path / "main.cu"
+    source.write_bytes(original.encode("latin-1"))
+    with pytest.raises(UnicodeDecodeError):
+        source.read_text(encoding="utf-8")
+    text = diffs.read_source(source)
+    patched = diffs.apply({"main.cu": text}, made(original, original.replace("line 7\n", "line seven\n")))["main.cu"]
+    diffs.write_source(source, patched)
+    assert source.read_bytes() == original.replace("line 7\n", "line seven\n").encode("latin-1")
+    with pytest.raises(ValueError, match="main.cu is latin-1, which cannot hold '→'"):
+        diffs.write_source(source, patched + "// → \n")
+
+
+def test_a_utf_8_source_stays_utf_8(tmp_path):
+    source = tmp_path / "main.cu"
+    source.write_bytes("// © → ok\n".encode())
+    diffs.write_source(source, diffs.read_source(source) + "x\n")
+    assert source.read_bytes() == "// © → ok\nx\n".encode()

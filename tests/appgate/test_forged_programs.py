@@ -48,7 +48,7 @@ def test_a_forged_program_loads_and_says_what_it_changes(folder):
 def test_a_forged_patch_applies_to_upstream_and_keeps_its_code_behind_the_switch(folder):
     source = upstream_folder(folder.name)
     text = (folder / "candidate.patch").read_text()
-    files = diffs.apply({path: (source / path).read_text() for path in diffs.parse(text)}, text)
+    files = diffs.apply({path: diffs.read_source(source / path) for path in diffs.parse(text)}, text)
     for path, patched in files.items():
         assert re.search(r"^#\s*if(?:def)?\s+(?:defined\s*\(?\s*)?FORGED\b", patched, re.MULTILINE), path
         # without the flag the preprocessor sees upstream's code: every removed line is back in an #else
@@ -75,7 +75,7 @@ def test_a_probe_applies_to_both_variants_and_its_comparison_reads_its_lines(pro
     forged = ROOT / "fixtures" / "forged" / "hecbench" / probe.stem / "candidate.patch"
     candidate_patch = forged.read_text() if forged.is_file() else None
     paths = set(diffs.parse(text)) | (set(diffs.parse(candidate_patch)) if candidate_patch else set())
-    upstream = {path: (source / path).read_text() for path in paths}
+    upstream = {path: diffs.read_source(source / path) for path in paths}
     candidate = {**upstream, **(diffs.apply(upstream, candidate_patch) if candidate_patch else {})}
     for files in (upstream, candidate):
         probed = diffs.apply(files, text, unique=True)
