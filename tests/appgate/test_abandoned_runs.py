@@ -22,7 +22,7 @@ from ledger.transfer import import_ledger
 from ledger.verification import verify_ledger
 from tests.appgate.fixtures import clocked_app
 
-SHIPPED = settings.BASE_DIR / "docs" / "benchmarks" / "hecbench_forged_h200_11.jsonl"
+SHIPPED = settings.BASE_DIR / "docs" / "benchmarks" / "hecbench_forged_h200_13.jsonl"
 
 
 def die_mid_run(name: str, agent: bool = True) -> str:

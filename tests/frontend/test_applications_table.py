@@ -184,7 +184,7 @@ def test_the_table_reads_a_fixed_number_of_queries_whatever_it_lists(ledger, cli
     assert len(many) == len(few)
 
 
-FORGED = DOCS / "hecbench_forged_h200_11.jsonl"  # the triage's ledger continued by the forge calls on the H200
+FORGED = DOCS / "hecbench_forged_h200_13.jsonl"  # the triage's ledger continued by the forge calls on the H200
 
 
 def last_verdicts(path: Path) -> dict[str, dict]:
