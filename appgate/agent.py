@@ -75,6 +75,19 @@ def gate_seconds(baseline: dict, protocol: AppProtocol) -> float | None:
     return sum(walls) * 2 * (1 + protocol.warmup + protocol.passes)
 
 
+def planned_gate_seconds(name: str, protocol: AppProtocol | None = None) -> float | None:
+    """The gate's runs for `name` by its last M1 that timed every dataset's run (None: none did, as
+    the triage's M1 did not), so that a device call can leave a program whose runs do not fit the
+    time it has left for the next call instead of starting it and cutting it."""
+    for event in reversed(stream_events(f"app/{name}")):
+        if event.type == "AppMilestoneReached" and event.data["milestone"] == "M1":
+            needed = gate_seconds(event.data["evidence"], protocol or AppProtocol()) \
+                if event.data["evidence"].get("datasets") else None
+            if needed is not None:
+                return needed
+    return None
+
+
 def run_agent(manifest: str | Path, actor: str, kernel_rounds: int = 0, protocol: AppProtocol | None = None,
               progress: Callable[[str], None] | None = None, proposer: AnthropicAppProposer | PatchProposer | None = None,
               profile: Profiler | None = None, gate_budget_s: float | None = None) -> AppRow:

@@ -23,8 +23,10 @@
 # 'large' run, a ~14 s CPU check each, took 430 s of the first call of 2026-12-02 and was cut). The agent
 # gets three quarters of FORGE_PROGRAM_S as --gate-budget (not of the time left: a verdict about the
 # program, not about the call): a program whose gate would need more by M1's wall
-# time per run stops after M1 (RESEARCH, over_budget) and is left out of later calls unless FORGE_ONLY
-# names it.
+# time per run stops after M1 (RESEARCH, over_budget). A program whose runs an earlier M1 timed (in
+# the export resumed) is planned instead: its cap is what its runs need, a quarter more and 60 s for
+# M1 and the builds (at least FORGE_PROGRAM_S), and it waits for a later call when that is more than
+# the time left less 40 s.
 # FORGE_ONLY="a-cuda b-cuda": these forged programs only, in this order (default: every one, those
 # with a declared comparison first); FORGE_SKIP="a-cuda": these left out, e.g. a program whose runs
 # are too long for the call (lif-cuda's upstream make-run: a CPU check of about a minute a run, ~18 runs).
@@ -63,35 +65,52 @@ python3 manage.py ledger restore "$resume.jsonl" 2>&1 | tail -1 | tee -a "$log" 
 python3 manage.py appgate --actor agent:h200-forge suite import "$corpus" --suite hecbench --arch sm_90 \
     --only "$(paste -sd, "$corpus/PACKED")" --out "$manifests" 2>/dev/null | head -1 | tee -a "$log"
 # Line 1: the programs with a verdict (not again; an inconclusive one is, and a self-checked one
-# whose comparison has since been declared, e.g. with a probe: docs/appgate.md#probes); line 2: those
-# stopped after M1 by --gate-budget in an earlier call (not again unless named in FORGE_ONLY, with a
-# larger FORGE_PROGRAM_S). -v 0: Django's shell otherwise prints a line about its automatic imports
-# first (that line re-gated dpid-cuda on 2026-12-02).
-{ read -r gated; read -r over; } < <(python3 manage.py shell -v 0 -c "
+# whose comparison has since been declared, e.g. with a probe: docs/appgate.md#probes); line 2:
+# name=seconds, the gate's runs by each forged program's last M1 that timed its runs
+# (appgate.agent.planned_gate_seconds), so that such a program (one stopped after M1 by --gate-budget
+# in an earlier call, say) is given the cap it needs, or left for the next call when that is more than
+# the call has left, instead of being started and cut (session 21 lost 207 s to attention-cuda so).
+# -v 0: Django's shell otherwise prints a line about its automatic imports first (that line re-gated
+# dpid-cuda on 2026-12-02).
+{ read -r gated; read -r planned; } < <(python3 manage.py shell -v 0 -c "
+from math import ceil
 from pathlib import Path
 import yaml
+from appgate.agent import planned_gate_seconds
 from appgate.models import AppRow
 def compared(name):
     declared = Path('fixtures/suites/hecbench/compare') / (name.removeprefix('hecbench-') + '.yaml')
     return declared.is_file() and isinstance(yaml.safe_load(declared.read_text()), list)
 print(' '.join(name for name, verdict in AppRow.objects.exclude(verdict__in=('', 'inconclusive')).values_list('name', 'verdict')
                if not (verdict == 'self-checked' and compared(name))))
-print(' '.join(AppRow.objects.filter(state_code='over_budget').values_list('name', flat=True)))")
+runs = {app: planned_gate_seconds(app) for app in ('hecbench-' + program for program in '''$forged'''.split())}
+print(' '.join(f'{app}={ceil(seconds)}' for app, seconds in runs.items() if seconds))")
 for program in $forged; do
     app="hecbench-$program"
     case " ${FORGE_SKIP:-} " in *" $program "*) echo "$app: skipped (FORGE_SKIP)" | tee -a "$log"; continue ;; esac
     case " $gated " in *" $app "*) echo "$app: gated in $resume, not again" | tee -a "$log"; continue ;; esac
-    case " $over " in *" $app "*) [ -z "${FORGE_ONLY:-}" ] && { echo "$app: over its budget in $resume; FORGE_ONLY=$program with a larger FORGE_PROGRAM_S" | tee -a "$log"; continue; } ;; esac
     left=$((budget - SECONDS))
     if [ "$left" -lt "$least" ]; then
         echo "$app: left for the next call ($left s left)" | tee -a "$log"
         continue
     fi
     cap=$((left - 40 < each ? left - 40 : each))
+    gate_budget=$((each * 3 / 4))
+    runs=$(printf '%s\n' $planned | sed -n "s/^$app=//p")
+    if [ -n "$runs" ]; then
+        # known runs: a quarter more (a noisy dataset is timed again) and 60 s for M1 and the builds
+        need=$((runs * 5 / 4 + 60))
+        if [ "$need" -gt $((left - 40)) ]; then
+            echo "$app: left for the next call (its gate needs about $need s by its last M1, $left s left)" | tee -a "$log"
+            continue
+        fi
+        cap=$((need > cap ? need : cap))
+        gate_budget=$((cap - 60))
+    fi
     echo "[$SECONDS s] $app (cut at $cap s)" | tee -a "$log"
     # M1 (the baseline's build and one run a dataset) and the candidate's build take the rest of the cap
     timeout --kill-after=10 $cap python3 manage.py appgate --actor agent:h200-forge agent "$manifests/$app.yaml" \
-        --gate-budget $((each * 3 / 4)) --proposer patch --patch "fixtures/forged/hecbench/$program" 2>&1 | tail -8 | tee -a "$log"
+        --gate-budget $gate_budget --proposer patch --patch "fixtures/forged/hecbench/$program" 2>&1 | tail -8 | tee -a "$log"
     # cut by `timeout` (124, or 137 when killed), it died holding its gate run: close it, and its
     # state goes back from IN_PROGRESS
     [ "${PIPESTATUS[0]}" -ge 124 ] && python3 manage.py reap 2>&1 | tee -a "$log"

@@ -1,0 +1,37 @@
+"""A forge call plans each program from its last M1 that timed its runs
+(appgate.agent.planned_gate_seconds, read by scripts/h200_forge_apps.sh): a program whose gate
+needs more than the call has left waits for the next call instead of being started and cut, as
+attention-cuda was at 207 s in session 21's third call (docs/gpu.md). Read from the shipped export,
+whose M1 milestones the H200 recorded."""
+from __future__ import annotations
+
+import pytest
+from django.conf import settings
+
+from appgate.agent import planned_gate_seconds
+from appgate.services import AppProtocol
+from ledger.transfer import import_ledger
+
+SHIPPED = settings.BASE_DIR / "docs" / "benchmarks" / "hecbench_forged_h200_13.jsonl"
+
+
+@pytest.fixture
+def shipped(ledger):
+    import_ledger(SHIPPED, "user:test")
+
+
+def test_the_plan_is_the_gates_runs_by_the_last_m1_that_timed_them(shipped):
+    protocol = AppProtocol()
+    runs = 2 * (1 + protocol.warmup + protocol.passes)  # both variants: a correctness run, warm-ups, passes
+    # attention's two M1s (calls 12 and 13) timed make-run at 7.895 and 7.913 s, test at 1.959 and 1.99 s a run:
+    # the plan is the later one's
+    assert planned_gate_seconds("hecbench-attention-cuda") == pytest.approx((7.913 + 1.99) * runs)
+    assert planned_gate_seconds("hecbench-concat-cuda") == pytest.approx(21.607 * runs)  # over any call's budget
+    assert planned_gate_seconds("hecbench-mask-cuda", AppProtocol(passes=3)) == \
+        pytest.approx(8.506 * 2 * (1 + AppProtocol().warmup + 3))
+
+
+def test_a_program_only_the_triage_measured_has_no_plan(shipped):
+    # the triage's M1 (four programs at once, no wall time a run) says nothing about a gate's runs
+    assert planned_gate_seconds("hecbench-crossentropy-cuda") is None
+    assert planned_gate_seconds("hecbench-no-such-program") is None
