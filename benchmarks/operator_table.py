@@ -24,8 +24,10 @@ that revises it and any re-run verdict), the kernel (round subject, proposer, so
 the candidate's median, its fraction of the copy bandwidth measured in the same run, its speedup
 over each public baseline timed in that same CandidateMeasured, the speedup over the bound with
 the gate's 95% CI, same- or mixed-precision, the arithmetic-intensity class and the diagnosis.
-Then a summary against the targets, each case's rounds, the refuted directions and, when the
-export holds re-run verdicts, the whole-matrix re-run.
+Then a summary against the targets, beside the matrix its edge shapes (cases gated with a matrix
+case's kernel and no round: EdgeShapeMeasured, forge/edges.py; never rows of the matrix), each
+case's rounds, the refuted directions and, when the export holds re-run verdicts, the whole-matrix
+re-run.
 
 Only the machine model is computed rather than measured: the FP32 peak is sm_count x 128 FP32
 lanes x 2 (FMA) x the maximum SM clock of the recorded description, for compute capability 9.0
@@ -34,7 +36,8 @@ median of the copy measurements in the export. Needs no Django and no database.
 
 The parts: operator_table_export (reading the export, replaying the results),
 operator_table_rows (the machine model, the ceilings, the cells of a row), operator_table_render
-(header, summary, per-case table), operator_table_history (rounds, refuted directions, re-run);
+(header, summary, per-case table), operator_table_edges (the edge shapes), operator_table_history
+(rounds, refuted directions, re-run);
 here: the command line and the assembly of the sections.
 """
 from __future__ import annotations
@@ -51,6 +54,7 @@ for _path in (str(HERE), str(ROOT)):
         sys.path.insert(0, _path)
 
 from ledger.verify_export import ExportError  # noqa: E402
+from operator_table_edges import edges_section  # noqa: E402
 from operator_table_export import Export, load  # noqa: E402
 from operator_table_history import refuted_section, regate_section, rerun_section, rounds_section  # noqa: E402
 from operator_table_render import case_table, display, header, summary  # noqa: E402
@@ -70,7 +74,7 @@ def render(path: Path, matrix: str | None = None, backend: str | None = None, ve
     export = load(path, matrix, backend, verify)
     mach = machine(export)
     lines = (header(export, command_text(export, matrix, backend)) + summary(export, mach) + case_table(export, mach)
-             + rounds_section(export) + refuted_section(export) + rerun_section(export) + regate_section(export))
+             + edges_section(export) + rounds_section(export) + refuted_section(export) + rerun_section(export) + regate_section(export))
     return "\n".join(lines).rstrip("\n") + "\n"
 
 

@@ -122,6 +122,17 @@ class Export:
     description: dict
     description_event: dict | None
     verified: str
+    edges: dict[str, dict]  # edge case -> its latest EdgeShapeMeasured payload (forge/edges.py)
+
+
+def read_edges(events: list[dict], backend: str) -> dict[str, dict]:
+    """The generalisation measurements of `backend`, the latest per edge case, in ledger order."""
+    edges: dict[str, dict] = {}
+    for e in events:
+        if e["type"] == "EdgeShapeMeasured" and e["payload"]["backend"] == backend:
+            edges.pop(e["payload"]["case"], None)
+            edges[e["payload"]["case"]] = e["payload"]
+    return edges
 
 
 def load(path: Path, matrix: str | None = None, backend: str | None = None, verify: bool = True) -> Export:
@@ -148,10 +159,12 @@ def load(path: Path, matrix: str | None = None, backend: str | None = None, veri
         matrix = ", ".join(matrices) or None
     results = read_results(events, backend)
     view = read_campaign(events)
+    edges = read_edges(events, backend)
+    cases = [c for c in cases if c not in edges]  # an edge shape is reported beside the matrix, not in it
     extra = [c for c in list(results) + [r["case"] for r in view.rounds.values() if r.get("backend") == backend]
-             if c not in cases]
+             if c not in cases and c not in edges]
     cases += list(dict.fromkeys(extra))  # gated or forged outside the matrix: rows after it
     measured = [e for e in events if e["type"] == "CandidateMeasured" and e["payload"].get("backend") == backend]
     latest = measured[-1] if measured else None
     return Export(path, events, {e["event_id"]: e for e in events}, backend, cases, matrix, defined, results, view,
-                  measured, (latest or {}).get("payload", {}).get("description") or {}, latest, verified)
+                  measured, (latest or {}).get("payload", {}).get("description") or {}, latest, verified, edges)

@@ -231,3 +231,27 @@ class AblationMeasured(Payload):
     ablated_ci: Optional[list[float]] = None
     distortion: Optional[float] = None  # ablated_value / honest_value - 1
     unit: str = ""
+
+
+def edge_stream(backend: str, case: str) -> str:
+    """The generalisation measurements of one edge case on one backend (EdgeShapeMeasured)."""
+    return f"edge/{backend}/{case}"
+
+
+@event_type("EdgeShapeMeasured", owner="forge")
+class EdgeShapeMeasured(Payload):
+    """A kernel admitted for a matrix case, gated unchanged on an edge shape of the same type and
+    precision that no round targeted (forge/edges.py, issue 16: do forged kernels generalise?).
+    The evidence is the gate's own CandidateMeasured and GateVerdict on operator/<backend>/<case>;
+    this event says that the verdict is a generalisation measurement and whose kernel it measured."""
+
+    case: str  # the edge case
+    backend: Literal["cpu", "cuda"]
+    reason: str  # why this shape (the edge file's words)
+    borrowed_from: str  # the matrix case whose admitted kernel was measured
+    borrowed_verdict: str  # the GateVerdict that admitted that kernel there
+    source_hash: str
+    verdict_event: str  # the gate's verdict on the edge case
+    verdict: Literal["admitted", "rejected"]
+    state: ExecutionState
+    speedup: Optional[float] = None  # over the edge case's own bound, in that verdict

@@ -92,7 +92,7 @@ def test_filters_are_strict_any_case_and_the_csv_link_keeps_them(ledger, speed_r
     client = Client()
     for query, message in (({"backend": "gpu"}, "unknown backend 'gpu'; known: cpu, cuda"),
                            ({"status": "standing"}, "unknown status 'standing'; known: admitted, downgraded, retracted, none"),
-                           ({"matrix": "tpu"}, "unknown matrix 'tpu'; known: cpu, gpu")):
+                           ({"matrix": "tpu"}, "unknown matrix 'tpu'; known: cpu, cpu_edges, gpu, gpu_edges")):
         response = client.get("/operators/", query)
         assert response.status_code == 400 and message in text(response) and "define a matrix" not in text(response)
         assert client.get("/api/tables/operator-cases/", query).json()["detail"] == message

@@ -1,0 +1,125 @@
+"""Edge shapes (forge/edges.py, benchmarks/forge_edges.py): a kernel admitted for a matrix case is
+gated unchanged on an edge shape of its type and precision on the CPU backend, recorded as a
+generalisation measurement, and reported beside the matrix by benchmarks/operator_table.py."""
+import json
+import math
+import sys
+from pathlib import Path
+
+from forge.edges import edge_measured, lenders, read_edges
+from forge.events import edge_stream
+from ledger.models import Event
+from ledger.selectors import stream_events
+from ledger.transfer import export_ledger
+from measurement.backends.base import Kernel
+from measurement.harness.cases import parse_case
+from measurement.services import gate_candidate, matrix_cases, result_key, source_hash
+from tests.forge.test_rounds import CASE, HONEST, QUICK
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import forge_edges  # noqa: E402
+import operator_table  # noqa: E402
+
+SLAB = "star_1/16x128x128/f32"  # cpu_edges' star_1 f32 edge; its lenders: 128^3 (no kernel here), then CASE
+BOX_F64 = "box_1/256x32x32/f64"  # no box_1 f64 kernel is admitted in these tests
+
+
+def export(tmp_path: Path) -> Path:
+    path = tmp_path / "edges.jsonl"
+    with path.open("w", encoding="utf-8") as handle:
+        export_ledger(handle)
+    return path
+
+
+def test_every_type_and_precision_of_the_gpu_matrix_has_one_edge_no_round_targeted():
+    edges = read_edges("gpu_edges")
+    matrix = matrix_cases(edges.matrix)
+    kinds = [(parse_case(e.case).type, parse_case(e.case).precision) for e in edges.edges]
+    assert sorted(kinds) == sorted({(parse_case(c).type, parse_case(c).precision) for c in matrix})
+    for edge in edges.edges:
+        case = parse_case(edge.case)
+        assert edge.case not in matrix and case.points <= 2**30 and edge.reason
+        assert case.points * case.dtype.itemsize <= 2**31  # 2 GiB an array at most
+        extents = sorted(case.shape)
+        assert extents[-1] >= 8 * extents[0], f"{edge.case} is neither a thin slab, a long box nor a strip"
+    # the cube first (the seed's "cube vs edge"), then the smaller cases of the type and precision
+    ts8 = ["diamond_ts8/512x512x512/f32", "diamond_ts8/256x256x256/f32"]
+    assert lenders("diamond_ts8/2048x256x256/f32", "gpu") == ts8
+    assert lenders(SLAB, "cpu") == ["star_1/128x128x128/f32", CASE]
+
+
+def test_an_admitted_kernel_is_gated_on_its_edge_shape_and_a_type_without_one_is_reported(ledger, speed_rule_lifted,
+                                                                                           tmp_path):
+    before = operator_table.render(export(tmp_path), backend="cpu")
+    assert "## Edge shapes (generalisation)\n\nNot measured yet: the export holds no EdgeShapeMeasured event." in before
+
+    admitted = gate_candidate(CASE, "cpu", Kernel(HONEST, {"threads": 1}), "agent:test", protocol=QUICK)
+    assert admitted.verdict == "admitted", admitted.detail
+    said: list[str] = []
+    counts = forge_edges.measure_edges(read_edges("cpu_edges"), "cpu", only={SLAB, BOX_F64}, protocol=QUICK,
+                                       say=said.append)
+    assert counts == {"measured": 1, "no_kernel": 1, "failed": 0, "skipped": 0}, said
+
+    [measured] = [e.data for e in stream_events(edge_stream("cpu", SLAB))]
+    assert measured["borrowed_from"] == CASE and measured["borrowed_verdict"] == str(admitted.verdict_event.event_id)
+    assert measured["source_hash"] == source_hash(HONEST) and measured["state"] == "correct"
+    verdict = next(e for e in stream_events(result_key("cpu", SLAB)) if e.type == "GateVerdict")
+    assert str(verdict.event_id) == measured["verdict_event"] and verdict.data["case"] == SLAB
+    assert verdict.data["candidate_source_hash"] == source_hash(HONEST)
+    assert verdict.data["speedup"] == measured["speedup"]
+    evidence = next(e for e in stream_events(result_key("cpu", SLAB)) if e.type == "CandidateMeasured")
+    wanted = f"generalisation, no round targeted {SLAB}: the kernel admitted for {CASE}"
+    assert evidence.data["hypothesis"].startswith(wanted)
+    assert any(line.startswith(f"{SLAB}: the kernel of {CASE}") for line in said), said
+
+    no_kernel = next(line for line in said if line.startswith(BOX_F64))
+    assert no_kernel.startswith(f"{BOX_F64}: NO KERNEL: no admitted box_1 f64 kernel on cpu to measure on {BOX_F64}: "
+                                "none of the matrix cpu's box_1/64x64x64/f64 has a standing one"), no_kernel
+    assert not edge_measured(BOX_F64, "cpu") and not Event.objects.filter(stream=result_key("cpu", BOX_F64)).exists()
+
+    events = Event.objects.count()  # a second run measures only what is left
+    again = forge_edges.measure_edges(read_edges("cpu_edges"), "cpu", only={SLAB}, protocol=QUICK, say=said.append)
+    assert again["skipped"] == 1 and Event.objects.count() == events
+
+    text = operator_table.render(export(tmp_path), backend="cpu")
+    edges = text.split("## Edge shapes (generalisation)")[1].split("\n## ")[0]
+    row = next(line for line in edges.splitlines() if line.startswith(f"| {SLAB} |"))
+    ci = verdict.data["speedup_ci"]
+    assert f"| {CASE} ({admitted.speedup:.2f}x, admitted) | admitted (correct) |" in row
+    assert f"| {verdict.data['speedup']:.2f}x [{ci[0]:.2f}–{ci[1]:.2f}] over {verdict.data['bound']['label']} |" in row
+    assert f"`{source_hash(HONEST)[:12]}`" in row and "Thin slab" in row
+    mean = f"edge shapes **{verdict.data['speedup']:.2f}x**"
+    assert f"- f32: geometric mean over 1 pair: matrix cases **{admitted.speedup:.2f}x**, {mean}" in edges
+    matrix = text.split("## Edge shapes (generalisation)")[0]
+    assert f"| {SLAB} |" not in matrix and "**Admitted: 1 of 1 cases**" in matrix  # beside the matrix, not in it
+
+
+def test_geometric_means_pair_each_edge_with_its_matrix_case(tmp_path):
+    """Two f32 pairs in a hand-built export: the means are over the pairs, per precision."""
+    speedups = {"star_1": (2.0, 1.0), "box_1": (8.0, 4.0)}
+    events = []
+    for position, (kind, (cube, edge)) in enumerate(speedups.items()):
+        lender, slab = f"{kind}/64x64x64/f32", f"{kind}/16x128x128/f32"
+        events += [
+            {"event_id": f"v{position}", "type": "GateVerdict", "payload": {
+                "result": result_key("cpu", lender), "case": lender, "backend": "cpu", "verdict": "admitted",
+                "speedup": cube, "revises": None, "candidate_source_hash": "ab" * 32}},
+            {"event_id": f"e{position}", "type": "GateVerdict", "payload": {
+                "result": result_key("cpu", slab), "case": slab, "backend": "cpu", "verdict": "rejected",
+                "reasons": ["x"], "speedup": edge, "speedup_ci": [edge, edge], "bound": {"label": "scipy"},
+                "revises": None, "candidate_source_hash": "ab" * 32}},
+            {"event_id": f"m{position}", "type": "EdgeShapeMeasured", "payload": {
+                "case": slab, "backend": "cpu", "reason": "thin", "borrowed_from": lender,
+                "borrowed_verdict": f"v{position}", "source_hash": "ab" * 32, "verdict_event": f"e{position}",
+                "verdict": "rejected", "state": "correct", "speedup": edge}},
+        ]
+    path = tmp_path / "pairs.jsonl"
+    when = "2026-12-01T00:00:00+00:00"
+    path.write_text("".join(json.dumps({**e, "stream": "s", "position": i + 1, "recorded_at": when}) + "\n"
+                            for i, e in enumerate(events)), encoding="utf-8")
+    text = operator_table.render(path, backend="cpu", verify=False)
+    means = f"matrix cases **{math.sqrt(16):.2f}x**, edge shapes **{math.sqrt(4):.2f}x** over their own bounds"
+    assert f"{means} (edge / matrix 0.50)" in text
+    assert "| box_1/16x128x128/f32 | thin |" in text and "rejected (correct): x" in text
