@@ -75,21 +75,22 @@ def cases_to_run(only: str | None) -> set[str] | None:
 
 def run(options: argparse.Namespace) -> int:
     scratch_ledger.setup_django("matrix-rerun")
+    from forge.edges import standing_matrix_cases
     from ledger.services import initialise_ledger
     from ledger.transfer import import_ledger
-    from measurement import selectors
     from measurement.harness.plan import DEFAULT_PROTOCOL
     from measurement.reruns import rerun_all, rerun_counts, tuning_counts
 
     initialise_ledger(f"gate re-run ({options.backend}, scratch)", ACTOR)
     imported, _ = import_ledger(Path(options.ledger), ACTOR)
-    standing = [row.case for row in selectors.standing_operator_results(options.backend)]
+    standing = standing_matrix_cases(options.backend)  # not the edge shapes' verdicts (forge/edges.py)
     only = cases_to_run(options.only)
     if only is not None:
         unknown = sorted(only - set(standing))
         if unknown:
             raise SystemExit(f"--only names cases without a standing {options.backend} result: {', '.join(unknown)}")
         standing = [case for case in standing if case in only]
+    only = set(standing)
     log(f"imported {imported} events from {options.ledger}; {len(standing)} standing {options.backend} results to re-run")
     changes = {k: getattr(options, k) for k in ("passes", "launches", "max_attempts") if getattr(options, k)}
     protocol = dataclasses.replace(DEFAULT_PROTOCOL[options.backend], **changes)

@@ -30,6 +30,7 @@ from ledger.services import NewEvent, append
 from measurement.backends.base import Kernel
 from measurement.harness.cases import parse_case
 from measurement.harness.plan import ProtocolSettings
+from measurement.selectors import standing_operator_results
 from measurement.services import MATRIX_DIR, GateOutcome, MeasurementError, gate_candidate, matrix_cases
 
 from .events import EdgeShapeMeasured, edge_stream
@@ -100,6 +101,14 @@ def edge_measured(edge: str, backend: str) -> bool:
     """Whether this ledger already holds a generalisation measurement of the edge (a second run
     of the same edge file measures only the rest: a device call has 10 minutes)."""
     return bool(stream_events(edge_stream(backend, edge)))
+
+
+def standing_matrix_cases(backend: str) -> list[str]:
+    """The cases of `backend`'s standing operator results less the edge shapes: what a whole-matrix
+    re-run (benchmarks/matrix_rerun.py) re-gates. An edge's admitted verdict stands like any case's
+    (the library serves its kernel for that shape), but it is no case of the matrix, and re-gating it
+    would spend the re-run's time budget (issue 16) on a measurement of generalisation."""
+    return [row.case for row in standing_operator_results(backend) if not edge_measured(row.case, backend)]
 
 
 def measure_edge(edge: EdgeShape, matrix: str, backend: str, *, actor: str, protocol: ProtocolSettings | None = None,

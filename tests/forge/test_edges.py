@@ -6,13 +6,14 @@ import math
 import sys
 from pathlib import Path
 
-from forge.edges import edge_measured, lenders, read_edges
+from forge.edges import edge_measured, lenders, read_edges, standing_matrix_cases
 from forge.events import edge_stream
 from ledger.models import Event
 from ledger.selectors import stream_events
 from ledger.transfer import export_ledger
 from measurement.backends.base import Kernel
 from measurement.harness.cases import parse_case
+from measurement.selectors import standing_operator_results
 from measurement.services import gate_candidate, matrix_cases, result_key, source_hash
 from tests.forge.test_rounds import CASE, HONEST, QUICK
 
@@ -82,6 +83,9 @@ def test_an_admitted_kernel_is_gated_on_its_edge_shape_and_a_type_without_one_is
     events = Event.objects.count()  # a second run measures only what is left
     again = forge_edges.measure_edges(read_edges("cpu_edges"), "cpu", only={SLAB}, protocol=QUICK, say=said.append)
     assert again["skipped"] == 1 and Event.objects.count() == events
+    # the edge's admitted verdict stands, but a whole-matrix re-run (benchmarks/matrix_rerun.py) leaves it out
+    assert {row.case for row in standing_operator_results("cpu")} == {CASE, SLAB}
+    assert standing_matrix_cases("cpu") == [CASE]
 
     text = operator_table.render(export(tmp_path), backend="cpu")
     edges = text.split("## Edge shapes (generalisation)")[1].split("\n## ")[0]
