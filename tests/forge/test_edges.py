@@ -15,7 +15,7 @@ from measurement.backends.base import Kernel
 from measurement.harness.cases import parse_case
 from measurement.selectors import standing_operator_results
 from measurement.services import gate_candidate, matrix_cases, result_key, source_hash
-from tests.forge.test_rounds import CASE, HONEST, QUICK
+from tests.forge.fixtures import CASE, HONEST, QUICK
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))

@@ -24,7 +24,7 @@ from measurement.harness.plan import ProtocolSettings
 from measurement.reruns import rerun_gate
 from measurement.services import gate_candidate, result_key, source_hash
 from tests.conftest import downgrade
-from tests.forge.test_rounds import CASE, HONEST, QUICK, Scripted, run_rounds
+from tests.forge.fixtures import CASE, HONEST, QUICK, Scripted, run_rounds
 
 
 def seal(cases: list[str], source: str) -> None:

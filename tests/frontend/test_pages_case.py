@@ -17,7 +17,7 @@ from ledger.records import RecordedEvent
 from measurement.harness.plan import ProtocolSettings
 from measurement.models import OperatorResult
 from tests.conftest import replay_or_record
-from tests.forge.test_rounds import BROKEN, HONEST, Scripted
+from tests.forge.fixtures import BROKEN, HONEST, Scripted
 
 QUICK = ProtocolSettings(passes=2, launches=2, warmup=1, max_attempts=1)
 CASE = "star_1/64x64x64/f32"

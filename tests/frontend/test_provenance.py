@@ -10,7 +10,7 @@ from ledger.models import Event
 from ledger.review import sign_off
 from measurement.reruns import rerun_gate
 from tests.appgate.test_gate import QUICK as APP_QUICK, smooth_app
-from tests.forge.test_rounds import Scripted, run_rounds
+from tests.forge.fixtures import Scripted, run_rounds
 from tests.frontend.test_tables import HONEST, QUICK, TINY
 
 
