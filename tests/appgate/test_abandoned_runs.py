@@ -1,7 +1,7 @@
 """An App Agent (or triage) whose process died mid-run: the reaper closes its gate run, and the
 application leaves IN_PROGRESS for the state it had before (appgate/services.py abandon_run). On
 the H200 a forge call cut by its time limit left five programs IN_PROGRESS in the shipped export
-(docs/benchmarks/hecbench_forged_h200_3.jsonl, and so in _10 which continues it); the table must not
+(docs/benchmarks/hecbench_forged_h200_3.jsonl, and so in every later export, which continues it); the table must not
 show work that nobody does. Imported, their runs have no lease here: `appgate settle` closes them."""
 from __future__ import annotations
 
@@ -20,9 +20,8 @@ from ledger.models import Lease
 from ledger.selectors import stream_events
 from ledger.transfer import import_ledger
 from ledger.verification import verify_ledger
-from tests.appgate.fixtures import clocked_app
+from tests.appgate.fixtures import SHIPPED_FORGED, clocked_app
 
-SHIPPED = settings.BASE_DIR / "docs" / "benchmarks" / "hecbench_forged_h200_13.jsonl"
 
 
 def die_mid_run(name: str, agent: bool = True) -> str:
@@ -74,7 +73,7 @@ def test_a_dead_gate_re_run_changes_no_state(transactional_ledger, tmp_path):
 
 
 def test_settle_closes_the_runs_an_imported_ledger_left_open_and_no_run_a_live_process_holds(ledger, tmp_path):
-    import_ledger(SHIPPED, "user:test")
+    import_ledger(SHIPPED_FORGED, "user:test")
     cut = {"hecbench-adam-cuda", "hecbench-asmooth-cuda", "hecbench-binomial-cuda", "hecbench-knn-cuda",
            "hecbench-marchingcubes-cuda"}  # cut by `timeout` in session 18, before the script reaped
     assert set(AppRow.objects.filter(state="IN_PROGRESS", state_reason="the App Agent started")

@@ -6,18 +6,16 @@ whose M1 milestones the H200 recorded."""
 from __future__ import annotations
 
 import pytest
-from django.conf import settings
 
 from appgate.agent import planned_gate_seconds
 from appgate.services import AppProtocol
 from ledger.transfer import import_ledger
-
-SHIPPED = settings.BASE_DIR / "docs" / "benchmarks" / "hecbench_forged_h200_13.jsonl"
+from tests.appgate.fixtures import SHIPPED_FORGED
 
 
 @pytest.fixture
 def shipped(ledger):
-    import_ledger(SHIPPED, "user:test")
+    import_ledger(SHIPPED_FORGED, "user:test")
 
 
 def test_the_plan_is_the_gates_runs_by_the_last_m1_that_timed_them(shipped):

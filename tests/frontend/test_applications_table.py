@@ -19,6 +19,7 @@ from django.utils.html import escape
 from frontend.plots import SPEEDUP_BINS
 from frontend.tables import APP_STATES, application_rows
 from ledger.transfer import import_ledger
+from tests.appgate.fixtures import SHIPPED_FORGED
 from tests.frontend.test_pages_case import figures
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "benchmarks"
@@ -184,17 +185,14 @@ def test_the_table_reads_a_fixed_number_of_queries_whatever_it_lists(ledger, cli
     assert len(many) == len(few)
 
 
-FORGED = DOCS / "hecbench_forged_h200_13.jsonl"  # the triage's ledger continued by the forge calls on the H200
-
-
 def last_verdicts(path: Path) -> dict[str, dict]:
     return {record["payload"]["app"]: record["payload"] for record in export_records(path)
             if record["type"] == "AppGateVerdict"}
 
 
 def test_forged_programs_gated_on_the_h200_stand_with_their_verdicts_down_to_diff_and_samples(ledger, client):
-    import_ledger(FORGED, "user:test")
-    verdicts = last_verdicts(FORGED)
+    import_ledger(SHIPPED_FORGED, "user:test")
+    verdicts = last_verdicts(SHIPPED_FORGED)
     rows = {row["app"]: row for row in application_rows(suite="hecbench")}
     assert len(rows) == len(expected_apps())  # the triage's programs, none lost or added by the forge calls
     for name, verdict in verdicts.items():
@@ -212,7 +210,7 @@ def test_forged_programs_gated_on_the_h200_stand_with_their_verdicts_down_to_dif
                    and len(line.strip()) > 12)
     diff = html.split('id="candidate-diff">')[1].split("</pre>")[0]
     assert escape(changed) in diff  # as the template escapes it
-    measured = [record["payload"] for record in export_records(FORGED) if record["type"] == "AppDatasetMeasured"
+    measured = [record["payload"] for record in export_records(SHIPPED_FORGED) if record["type"] == "AppDatasetMeasured"
                 and record["payload"]["app"] == name and record["payload"]["run"] == verdicts[name]["run"]]
     assert measured
     for dataset in measured:
