@@ -80,9 +80,8 @@ def planned_gate_seconds(name: str, protocol: AppProtocol | None = None) -> floa
     the triage's M1 did not), so that a device call can leave a program whose runs do not fit the
     time it has left for the next call instead of starting it and cutting it."""
     for event in reversed(stream_events(f"app/{name}")):
-        if event.type == "AppMilestoneReached" and event.data["milestone"] == "M1":
-            needed = gate_seconds(event.data["evidence"], protocol or AppProtocol()) \
-                if event.data["evidence"].get("datasets") else None
+        if event.type == "AppMilestoneReached" and event.data["milestone"] == "M1" and "datasets" in event.data["evidence"]:
+            needed = gate_seconds(event.data["evidence"], protocol or AppProtocol())
             if needed is not None:
                 return needed
     return None

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+
 def read_source(path: Path) -> str:
     """A source file's text, newlines read as `read_text` reads them (a CRLF file, like hmm's
     ViterbiGPU.cu, as LF: the shipped patches are written so). Upstream sources are not all UTF-8

@@ -179,7 +179,7 @@ class PatchProposer:
             if outside:
                 raise ValueError(f"{', '.join(outside)}: not among the baseline files ({', '.join(sorted(allowed))})")
             files = diffs.apply({path: diffs.read_source(loaded.source_dir / path) for path in self.paths}, self.text)
-        except (ValueError, OSError, UnicodeDecodeError) as error:
+        except (ValueError, OSError) as error:
             raise GenerationFailure(f"the patch does not apply to {loaded.name}'s baseline: {error}", kind="malformed",
                                     raw=self.text) from None
         return AppCandidate("patch", self.subject, self.hypothesis, files, unified_patch(loaded, files))
