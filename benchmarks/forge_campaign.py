@@ -50,6 +50,7 @@ def run(options) -> int:
     from forge.projections import campaign_key
     from forge.services import execute_round, start_campaign, start_round
     from ledger.services import initialise_ledger
+    from measurement.reruns import past_deadline
     from measurement.services import load_matrix, matrix_cases
 
     started = time.perf_counter()
@@ -76,7 +77,7 @@ def run(options) -> int:
             if options.only and case not in options.only.split(","):
                 continue
             elapsed = time.perf_counter() - started
-            if options.deadline and durations and elapsed + max(durations) * 1.2 > options.deadline:
+            if past_deadline(options.deadline, elapsed, durations):
                 log(f"deadline: stopping after {elapsed:.0f} s; the export holds every ended round")
                 scratch_ledger.export(out)
                 return 0

@@ -45,6 +45,7 @@ def measure_edges(edge_set, backend: str, *, tune: str | None = None, deadline: 
     would be passed; counts of measured / no_kernel / failed / skipped edges."""
     from forge.edges import edge_measured, measure_edge
     from forge.library import NoForgedKernel
+    from measurement.reruns import past_deadline
     from measurement.services import MeasurementError
     from measurement.tuning import tune_baseline
 
@@ -58,7 +59,7 @@ def measure_edges(edge_set, backend: str, *, tune: str | None = None, deadline: 
             say(f"{edge.case}: skipped (this ledger measured it already)")
             continue
         elapsed = time.perf_counter() - started
-        if deadline and durations and elapsed + max(durations) * 1.2 > deadline:
+        if past_deadline(deadline, elapsed, durations):
             say(f"deadline: stopping after {elapsed:.0f} s; give this export as --ledger to measure the rest")
             break
         began = time.perf_counter()

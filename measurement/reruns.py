@@ -213,6 +213,13 @@ def tuning_counts(outcomes: list[RerunOutcome]) -> dict[str, int]:
     return counts
 
 
+def past_deadline(deadline: float | None, elapsed: float, durations: list[float]) -> bool:
+    """Whether the next item of a device call's loop (a case, a round, an edge) is expected to end
+    after `deadline` (seconds from the start): 1.2x the slowest item so far. A device call has a
+    hard limit, and an item cut there leaves nothing; with no item timed yet, the first starts."""
+    return bool(deadline) and bool(durations) and elapsed + 1.2 * max(durations) > deadline
+
+
 def rerun_all(backend: str, actor: str, protocol: ProtocolSettings | None = None,
               progress: Callable[[RerunOutcome], None] | None = None,
               deadline: float | None = None, tune: str | None = None,
@@ -235,7 +242,7 @@ def rerun_all(backend: str, actor: str, protocol: ProtocolSettings | None = None
         if only is not None and row.case not in only:
             continue
         elapsed = time.perf_counter() - started
-        if deadline is not None and outcomes and elapsed + 1.2 * max(o.seconds for o in outcomes) > deadline:
+        if past_deadline(deadline, elapsed, [o.seconds for o in outcomes]):
             break
         began = time.perf_counter()
         item = RerunOutcome(row.case, row.speedup, 0.0)

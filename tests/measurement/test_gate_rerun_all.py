@@ -220,3 +220,13 @@ def test_a_failed_tuning_run_is_counted_and_the_case_is_rerun_with_the_schedule_
     assert measurement_reruns.tuning_counts(outcomes) == {"tuned": 0, "no_correct_schedule": 0, "failed": 1}
     assert outcomes[0].line().startswith(f"{CASES[0]}: devito not tuned (no devito schedules for {CASES[0]} on cpu: ")
     assert stream_events(tuning_stream("cpu", CASES[0])) == []
+
+
+@pytest.mark.parametrize("deadline, elapsed, durations, stop", [
+    (None, 500.0, [10.0], False),      # no deadline: every item starts
+    (100.0, 99.0, [], False),           # nothing timed yet: the first item starts
+    (100.0, 88.0, [5.0, 10.0], False),  # 88 + 1.2 x 10 = 100: ends at the deadline
+    (100.0, 88.5, [5.0, 10.0], True),   # ends after it
+])
+def test_the_next_item_starts_only_if_it_should_end_before_the_deadline(deadline, elapsed, durations, stop):
+    assert measurement_reruns.past_deadline(deadline, elapsed, durations) is stop
