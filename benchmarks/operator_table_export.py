@@ -125,7 +125,7 @@ class Export:
     edges: dict[str, dict]  # edge case -> its latest EdgeShapeMeasured payload (forge/edges.py)
 
 
-def read_edges(events: list[dict], backend: str) -> dict[str, dict]:
+def edge_measurements(events: list[dict], backend: str) -> dict[str, dict]:
     """The generalisation measurements of `backend`, the latest per edge case, in ledger order."""
     edges: dict[str, dict] = {}
     for e in events:
@@ -159,7 +159,7 @@ def load(path: Path, matrix: str | None = None, backend: str | None = None, veri
         matrix = ", ".join(matrices) or None
     results = read_results(events, backend)
     view = read_campaign(events)
-    edges = read_edges(events, backend)
+    edges = edge_measurements(events, backend)
     cases = [c for c in cases if c not in edges]  # an edge shape is reported beside the matrix, not in it
     extra = [c for c in list(results) + [r["case"] for r in view.rounds.values() if r.get("backend") == backend]
              if c not in cases and c not in edges]
