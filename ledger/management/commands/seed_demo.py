@@ -36,7 +36,7 @@ COMMITTED_EXPORTS = (
     # Issue 18: HeCBench's CUDA programs imported (AppRegistered each), triaged on the H200 (their
     # states with reason codes), then the forged ones gated against their upstream code; each
     # device call's export continues the previous one's ledger, so the last holds them all.
-    "docs/benchmarks/hecbench_forged_h200_14.jsonl",
+    "docs/benchmarks/hecbench_forged_h200_17.jsonl",
     "docs/benchmarks/forge_h200_levers.jsonl",
 )
 SHIPPED_EXPORTS = "fixtures/ledgers"
