@@ -8,12 +8,13 @@ from pathlib import Path
 import yaml
 
 from appgate.manifest import suite_roots
+from ledger.management.commands.seed_demo import HECBENCH_FORGED_EXPORT
 from tests.appgate.test_manifest import write_app
 
 APPS = Path(__file__).resolve().parents[2] / "fixtures" / "apps"
-# The last H200 forge call's export (issue 18): the triage's ledger continued by every forge call,
-# each call's export holding the earlier ones as its first lines (docs/appgate.md, Forged programs)
-SHIPPED_FORGED = Path(__file__).resolve().parents[2] / "docs" / "benchmarks" / "hecbench_forged_h200_17.jsonl"
+# The last H200 forge call's export (issue 18), the one the demo imports: the triage's ledger
+# continued by every forge call, each call's export holding the earlier ones as its first lines
+SHIPPED_FORGED = Path(__file__).resolve().parents[2] / HECBENCH_FORGED_EXPORT
 HEAT3D_CPU = APPS / "heat3d" / "manifest.cpu.yaml"
 HEAT3D_WEIGHT = "r = 0.15, dt = r * h * h;"
 

@@ -21,6 +21,11 @@ from ledger.transfer import import_ledger
 
 ACTOR = "system:seed_demo"
 ROOT = Path(settings.BASE_DIR)
+# Issue 18: HeCBench's CUDA programs imported (AppRegistered each), triaged on the H200 (their
+# states with reason codes), then the forged ones gated against their upstream code; each device
+# call's export continues the previous one's ledger, so the last holds them all. The tests import
+# the same file (tests/appgate/fixtures.py): a new call's export is named here only.
+HECBENCH_FORGED_EXPORT = "docs/benchmarks/hecbench_forged_h200_17.jsonl"
 # Real runs whose exports are committed: what a new user browses before running anything.
 # The protocol ablations come before the gates' runs: they register the same apps (heat3d-cuda
 # with an older manifest), and an app's row shows its last registration. Not the CPU ablation
@@ -33,10 +38,7 @@ COMMITTED_EXPORTS = (
     "docs/benchmarks/protocol_ablation_h200_l2.jsonl",
     "docs/benchmarks/appgate_cpu.jsonl",
     "docs/benchmarks/appgate_h200_hardened.jsonl",
-    # Issue 18: HeCBench's CUDA programs imported (AppRegistered each), triaged on the H200 (their
-    # states with reason codes), then the forged ones gated against their upstream code; each
-    # device call's export continues the previous one's ledger, so the last holds them all.
-    "docs/benchmarks/hecbench_forged_h200_17.jsonl",
+    HECBENCH_FORGED_EXPORT,
     "docs/benchmarks/forge_h200_levers.jsonl",
 )
 SHIPPED_EXPORTS = "fixtures/ledgers"
