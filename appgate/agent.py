@@ -96,7 +96,9 @@ def run_agent(manifest: str | Path, actor: str, kernel_rounds: int = 0, protocol
     file that holds the hot loop (hotspot.kernel_file), is spliced into it. One gate run from M1
     to M3: the baseline M1 built and ran is the one the gate times. `gate_budget_s`: stop after M1
     (RESEARCH, code over_budget) when the gate's runs would take longer (gate_seconds), so that a
-    device call's time goes to programs that can finish in it."""
+    device call's time goes to programs that can finish in it; in the gate, the budget of its runs
+    (AppProtocol.budget_s: a noisy dataset's further attempt that would not end within it is not
+    started, and the verdict is inconclusive instead of the run being cut)."""
     say = progress or (lambda message: None)
     loaded, _ = register(manifest, actor)
     name = loaded.name
@@ -142,6 +144,8 @@ def run_agent(manifest: str | Path, actor: str, kernel_rounds: int = 0, protocol
                 candidate_event = evidence["candidate_event"] = spliced
         _milestone(name, "M2b", detail, actor, evidence)
         say("M3: the application gate")
+        if gate_budget_s is not None:  # a second timing attempt that would not end within it is not started
+            protocol = dataclasses.replace(protocol or AppProtocol(), budget_s=gate_budget_s)
         outcome = run_gate(manifest, actor, protocol, say, candidate=candidate_event, held=(gate_run, scratch), prebuilt=built)
     _milestone(name, "M3", f"gate verdict: {outcome.verdict}: {outcome.detail}", actor,
                {"verdict_event": str(outcome.verdict_event.event_id)})

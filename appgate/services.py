@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import math
 import statistics
+import time
 import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -50,6 +51,9 @@ class AppProtocol:
     warmup: int = 1
     interleave: bool = True
     max_attempts: int = 2  # timing attempts per dataset while a spread exceeds the regression band
+    # seconds the gate's runs may take from its first correctness check (None: no limit); a further
+    # timing attempt that would end past it is not started and the dataset stays noisy (inconclusive)
+    budget_s: float | None = None
 
 
 @dataclass
@@ -194,14 +198,21 @@ def _run_gate(loaded: LoadedManifest, gate_run: str, scratch: Path, actor: str, 
     evidence += built.evidence
     if built.reasons:
         return verdict(built.reasons, built.detail)
+    started, checked = time.monotonic(), {}  # seconds each dataset's check of both variants took
     for dataset in m.datasets:  # every dataset, both variants, before any timing
         say(f"checking both variants on {dataset.name}")
+        check_started = time.monotonic()
         check = runner.check_dataset(loaded, built.for_dataset(dataset), dataset, scratch)
+        checked[dataset.name] = time.monotonic() - check_started
         for variant in runner.VARIANTS:
             if not check.correct[variant]:
                 return verdict([f"{variant}_incorrect"], f"{dataset.name}: {variant}: {check.detail[variant]}")
-    for dataset in m.datasets:
-        payload = time_dataset(loaded, built.for_dataset(dataset), dataset, scratch, protocol, gate_run, say)
+    deadline = math.inf if protocol.budget_s is None else started + protocol.budget_s
+    for number, dataset in enumerate(m.datasets):
+        # the later datasets' first attempts, each as long as its check's runs times the warm-ups and passes
+        later = sum(checked[d.name] for d in m.datasets[number + 1:]) * (protocol.warmup + protocol.passes)
+        payload = time_dataset(loaded, built.for_dataset(dataset), dataset, scratch, protocol, gate_run, say,
+                               _seconds_left(deadline - later))
         event = append(NewEvent(stream=stream, type="AppDatasetMeasured", actor=actor, payload=payload))
         evidence.append(str(event.event_id))
         measured.append(payload)
@@ -213,11 +224,28 @@ def _run_gate(loaded: LoadedManifest, gate_run: str, scratch: Path, actor: str, 
     return verdict(c.reasons, c.detail, c.datasets, c.headline, c.ci, c.amdahl, c.inconclusive, c.noisy)
 
 
-def time_dataset(loaded, binaries, dataset, scratch, protocol: AppProtocol, gate_run: str, say) -> dict:
+def _seconds_left(deadline: float) -> Callable[[], float]:
+    return lambda: deadline - time.monotonic()
+
+
+def time_dataset(loaded, binaries, dataset, scratch, protocol: AppProtocol, gate_run: str, say,
+                 seconds_left: Callable[[], float] = lambda: math.inf) -> dict:
+    """The dataset's timing attempts, the quietest kept. A further attempt is started only when
+    one as long as the last fits in `seconds_left()`: one cut by the caller's time limit would lose
+    the whole gate run (hmm-cuda lost 247 s of an H200 call so on 2026-12-03); the dataset then
+    stays noisy, and the verdict inconclusive, with the reason recorded."""
     attempts: Attempts[tuple[runner.DatasetMeasurement, dict]] = Attempts(protocol.max_attempts)  # the quietest kept
+    took, not_started, made = 0.0, None, 0
     for attempt in attempts:
+        if attempt and took > seconds_left():
+            not_started = (f"attempt {attempt + 1} not started: it would take about {took:.0f} s, "
+                           f"{max(0.0, seconds_left()):.0f} s of the gate's budget left")
+            say(f"timing {dataset.name}: {not_started}")
+            break
         say(f"timing {dataset.name}: {protocol.passes} interleaved passes (attempt {attempt + 1})")
+        attempt_started = time.monotonic()
         result = runner.time_dataset(loaded, binaries, dataset, scratch, protocol.passes, protocol.interleave, protocol.warmup)
+        took, made = time.monotonic() - attempt_started, made + 1
         steps = result.clock_step
         spreads = {v: spread(s, steps.get(v), steps.get("baseline")) for v, s in result.samples.items()}
         attempts.record(max((s for s in spreads.values() if s is not None), default=math.inf), (result, spreads))
@@ -230,7 +258,8 @@ def time_dataset(loaded, binaries, dataset, scratch, protocol: AppProtocol, gate
         "inputs": runner.input_hashes(loaded, dataset),
         "correct": result.correct, "correctness_detail": result.detail, "samples": result.samples,
         "hotspot_samples": result.hotspot, "medians": medians, "spread": spreads, "order": result.order,
-        "noisy": attempts.noisy, "timing_source": loaded.manifest.timing.source, "clock_step": result.clock_step,
+        "noisy": attempts.noisy, "attempts": made, "attempt_not_started": not_started,
+        "timing_source": loaded.manifest.timing.source, "clock_step": result.clock_step,
         # what a one-step excuse (verdicts.spread) set to 0, as measured
         "excused": {v: spread(s) for v, s in result.samples.items() if spreads[v] == 0 and spread(s)},
         "wall_samples": result.wall,

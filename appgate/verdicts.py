@@ -80,6 +80,9 @@ def conclude(measured: list[dict]) -> Conclusion:
         spreads = [(v, p["dataset"]) for p in noisy for v in p["spread"].values() if v is not None]
         widest = "spread {:.1%} on {}".format(*max(spreads)) if spreads else f"one pass only on {noisy[0]['dataset']}"
         inconclusive = f"noisy: {widest}, CI {ci[0]:.3f}–{ci[1]:.3f}"
+        cut = [f"{p['dataset']}: {p['attempt_not_started']}" for p in noisy if p.get("attempt_not_started")]
+        if cut:
+            inconclusive += f" ({'; '.join(cut)})"
     return Conclusion(reasons, detail, headline, ci, speedups, amdahl, [p["dataset"] for p in noisy], inconclusive)
 
 
