@@ -218,3 +218,20 @@ class AppGateAbandonedV2(AppGateAbandoned):
     # in a ledger imported from another machine, whose leases do not travel with its events)
     worker: Optional[WorkerIdentity] = None
 
+
+@event_type("AppBaselineProfiled", owner="appgate")
+class AppBaselineProfiled(Payload):
+    """The registered baseline run once under a profiler outside any gate run or milestone (`appgate
+    profile`, appgate/baseline_profile.py): its quality for the application table without the
+    application's state changing (docs/appgate.md#baseline-quality)."""
+
+    app: str
+    dataset: str  # the manifest's first, as M1 profiles
+    tool: Literal["nsys", "ncu"]
+    # appgate.profiler.measure's result: top kernels, share, speed_of_light (ncu); `problem` says
+    # why nothing was measured (the baseline did not build, the profiled run failed)
+    profile: dict[str, Any]
+    binary_hash: Optional[str]  # None: the baseline did not build
+    # the registration's sha256 per baseline file: the program profiled (a profile of other files
+    # is of another program, and the table does not take it)
+    baseline_files: dict[str, str]

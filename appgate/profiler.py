@@ -47,8 +47,12 @@ UNITS = {"nsecond": 1e-9, "ns": 1e-9, "usecond": 1e-6, "us": 1e-6, "msecond": 1e
 
 def available() -> str | None:
     """The first profiler of TOOLS on the PATH the programs see, or None."""
-    path = inherited_environment().get("PATH")
-    return next((tool for tool in TOOLS if shutil.which(tool, path=path)), None)
+    return next((tool for tool in TOOLS if on_path(tool)), None)
+
+
+def on_path(tool: str) -> bool:
+    """Whether `tool` is on the PATH the programs see, where `measure` finds it."""
+    return shutil.which(tool, path=inherited_environment().get("PATH")) is not None
 
 
 def unmeasured(why: str, tool: str | None = None) -> dict:

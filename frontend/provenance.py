@@ -338,11 +338,14 @@ def application_chain(app: str) -> dict[str, Any]:
     registered = [e for e in own if e.type == "AppRegistered"]
     proposed = next((e for e in own if e.type == "AppCandidateProposed"
                      and verdict is not None and str(e.event_id) == verdict.data.get("candidate")), None)
-    shown = [*registered, *(e for e in own if e.type in ("AppMilestoneReached", "AppStateChanged", "AppGateVerdict")),
+    shown = [*registered, *(e for e in own if e.type in ("AppMilestoneReached", "AppStateChanged", "AppGateVerdict",
+                                                          app_sources.PROFILED)),
              *([proposed] if proposed else []),
              *(e for e in own if e.event_id in evidence), *revisions]
     events = _event_list(shown)
     data = verdict.data if verdict else {}
+    origin = app_sources.provenance(registered[-1].data if registered else {})
+    m1 = next((e for e in reversed(own) if e.type == "AppMilestoneReached" and e.data["milestone"] == "M1"), None)
     merged = sorted([*own, *revisions], key=lambda e: e.position)
     return {
         "result": result, "app": app, "domain": row.domain, "architecture": row.architecture,
@@ -357,9 +360,9 @@ def application_chain(app: str) -> dict[str, Any]:
         "states": [{**_stamp(e), "state": e.data["state"], "code": e.data["code"] or "", "reason": e.data["reason"]}
                    for e in own if e.type == "AppStateChanged"],
         "state_code": row.state_code,
-        "origin": app_sources.provenance(registered[-1].data if registered else {}),
-        "hotspots": app_sources.hotspots(next((e.data for e in reversed(own) if e.type == "AppMilestoneReached"
-                                               and e.data["milestone"] == "M1"), None)),
+        "origin": origin,
+        "hotspots": app_sources.hotspots(app_sources.shown_profile(
+            m1, [e for e in own if e.type == app_sources.PROFILED], origin["files"])),
         "verdict": {**_stamp(verdict), "verdict": data["verdict"], "reasons": data["reasons"], "detail": data["detail"],
                     "headline": data["headline"], "headline_ci": data["headline_ci"], "machine": data["machine"],
                     "checks": data["checks"], "noisy": data["noisy"]} if verdict else None,

@@ -217,9 +217,10 @@ def _application_row(row: dict, source: dict, signoffs: dict) -> dict:
         "status": status, "revised": bool(row["revisions"]), "version": signoff["version"],
         "headline": row["headline"], "ci_low": ci[0], "ci_high": ci[1], "datasets": len(row["datasets"]),
         "real": row["real"], "amdahl_ceiling": row["amdahl_ceiling"], "hotspot_fraction": row["hotspot_fraction"],
-        # M1's profile: the top kernel and its share of all kernels' GPU time (triage's scope decision)
+        # the profile shown (app_sources.shown_profile: M1's, or a later `appgate profile` of the same
+        # baseline that measured the speed of light): the top kernel and its share of all kernels' GPU time
         "hotspot_kernel": hot["kernel"], "hotspot_share": hot["share"],
-        # the baseline's fraction of its roofline: M1's ncu profile, max(memory, compute throughput)
+        # the baseline's fraction of its roofline: that ncu profile's max(memory, compute throughput)
         # over peak, time-weighted over the kernels (appgate.profiler); None: not measured, never estimated
         "baseline_quality": hot["speed_of_light"],
         # issue 17: the correctness checks the verdict rests on ("" before they were recorded), the

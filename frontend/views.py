@@ -63,7 +63,7 @@ OPERATOR_HEADERS = (("case", "case"), ("backend", "backend · device"), ("status
 APPLICATION_HEADERS = (("app", "application · arch"), ("suite", "suite · domain"), ("state", "state"),
                        ("reason_code", "reason"), ("status", "gate status"), ("headline", "headline (95% CI)"),
                        ("datasets", "datasets"), ("real", "REAL"), ("amdahl_ceiling", "Amdahl ceiling"),
-                       ("hotspot_share", "hotspot (M1 profile)"), ("baseline_quality", "baseline quality"),
+                       ("hotspot_share", "hotspot (profile)"), ("baseline_quality", "baseline quality"),
                        ("upstream_repo", "upstream · commit · path"), ("signoffs", "sign-offs (of 2)"))
 
 

@@ -30,6 +30,13 @@
 # FORGE_ONLY="a-cuda b-cuda": these forged programs only, in this order (default: every one, those
 # with a declared comparison first); FORGE_SKIP="a-cuda": these left out, e.g. a program whose runs
 # are too long for the call (lif-cuda's upstream make-run: a CPU check of about a minute a run, ~18 runs).
+# FORGE_PROFILE="a-cuda b-cuda" (optional, names as in FORGE_ONLY): after the loop, before the export,
+# `appgate profile --profiler ncu` on each: its registered baseline built and run once on its first
+# dataset under ncu, recorded as AppBaselineProfiled, whose speed of light is the application table's
+# baseline quality; no state or milestone changes (docs/appgate.md#baseline-quality). None starts with
+# less than FORGE_MIN_S left; each is cut like a program of the loop (FORGE_PROGRAM_S, or the time left
+# less 40 s), its profiled run 30 s before that. For a call of profiles alone, name programs that have a
+# verdict in FORGE_ONLY too: the loop gates none of them again.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 budget=${FORGE_SECONDS:-540}
@@ -117,6 +124,19 @@ for program in $forged; do
     # cut by `timeout` (124, or 137 when killed), it died holding its gate run: close it, and its
     # state goes back from IN_PROGRESS
     [ "${PIPESTATUS[0]}" -ge 124 ] && python3 manage.py reap 2>&1 | tee -a "$log"
+done
+for program in ${FORGE_PROFILE:-}; do
+    app="hecbench-$program"
+    left=$((budget - SECONDS))
+    if [ "$left" -lt "$least" ]; then
+        echo "$app: not profiled, left for the next call ($left s left)" | tee -a "$log"
+        continue
+    fi
+    cap=$((left - 40 < each ? left - 40 : each))
+    echo "[$SECONDS s] $app: baseline profile (cut at $cap s)" | tee -a "$log"
+    timeout --kill-after=10 $cap python3 manage.py appgate --actor agent:h200-forge profile --profiler ncu \
+        --timeout $((cap - 30)) "$manifests/$app.yaml" 2>&1 | tail -3 | tee -a "$log"
+    [ "${PIPESTATUS[0]}" -ge 124 ] && python3 manage.py reap 2>&1 | tee -a "$log"  # its lease's scratch
 done
 python3 manage.py ledger export --out "$out/hecbench_forged_h200.jsonl" 2>&1 | tail -1 | tee -a "$log"
 python3 manage.py shell -v 0 -c "

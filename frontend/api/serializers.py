@@ -121,7 +121,10 @@ class ProvenanceSerializer(serializers.Serializer):
     milestones = serializers.JSONField(required=False)
     origin = serializers.JSONField(required=False, help_text="application: its manifest's suite, upstream, commit or version, "
                                                              "source path and every baseline file's sha256")
-    hotspots = serializers.JSONField(required=False, help_text="application: the top kernels of its M1 profile with their shares")
+    hotspots = serializers.JSONField(required=False, help_text="application: the top kernels of the profile shown "
+                                                               "(its last M1's, or a later `appgate profile`'s that "
+                                                               "measured the speed of light) with their shares, the "
+                                                               "speed of light and the event they come from")
     history = serializers.JSONField()
     events = EventStampSerializer(many=True)
     chain_verifies = serializers.BooleanField()

@@ -1,4 +1,4 @@
-"""`manage.py appgate register|run|rerun|agent|triage|list|suite import`: the application gate from
+"""`manage.py appgate register|run|rerun|agent|triage|profile|list|suite import`: the application gate from
 the command line."""
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from appgate.agent import run_agent
+from appgate.baseline_profile import profile_baseline
 from forge.proposers.base import ProposerUnavailable
 from appgate.manifest import ManifestError
 from appgate.models import AppRow
@@ -22,6 +23,8 @@ from appgate import profiler
 from appgate.profiler import TOOLS
 from appgate.triage import Limits, manifest_paths, triage_all
 from appgate.verdicts import ceiling_problem, parity
+
+PROFILE_S = 120.0 + profiler.OVERHEAD_S  # the profiled run's limit, as the App Agent's M1 profile
 
 
 class Command(BaseCommand):
@@ -70,6 +73,16 @@ class Command(BaseCommand):
         triage.add_argument("--profiler", choices=("auto", *TOOLS, "none"), default="auto",
                             help="what measures a CUDA program's hotspot share where its manifest declares none "
                                  "(auto: nsys, else ncu, else none: the share is unknown)")
+        profiled = actions.add_parser("profile", help="the baseline's quality without changing the app's state: its "
+                                                      "registered baseline built and run once on the first dataset "
+                                                      "under a profiler (AppBaselineProfiled)")
+        profiled.add_argument("manifests", nargs="+", help="manifest files of registered apps, or folders of them")
+        profiled.add_argument("--profiler", choices=("auto", *TOOLS), default="auto",
+                              help="ncu measures the speed of light, nsys only the kernels' times "
+                                   "(auto: nsys, else ncu)")
+        profiled.add_argument("--timeout", type=float, default=PROFILE_S,
+                              help=f"seconds the profiled run may take, the profiler's own included "
+                                   f"(default {PROFILE_S:g})")
         actions.add_parser("list", help="registered applications and their standing results")
         actions.add_parser("settle", help="close the gate runs an imported ledger left open (no verdict, no live "
                                           "holder here); record the state each application's last gate verdict "
@@ -150,7 +163,29 @@ class Command(BaseCommand):
         """The agent's profile hook: the tool's run of the first dataset, at most 120 s plus the
         profiler's overhead."""
         tool = self._tool(options)
-        return None if tool is None else profiler.profiler(tool, 120.0 + profiler.OVERHEAD_S)
+        return None if tool is None else profiler.profiler(tool, PROFILE_S)
+
+    def do_profile(self, options) -> None:
+        if not options["timeout"] > 0:
+            raise CommandError("--timeout must be a positive number of seconds")
+        tool = self._tool(options)
+        if tool is None:
+            raise CommandError(f"no profiler ({', '.join(TOOLS)}) on this machine's PATH: profile on the GPU machine")
+        refused = []
+        for path in manifest_paths(options["manifests"]):
+            try:
+                event = profile_baseline(path, options["actor"], tool=tool, timeout_s=options["timeout"],
+                                         progress=self._progress)
+            except (AppGateError, ManifestError) as error:
+                refused.append(f"{path.name}: {error}")
+                self.stdout.write(f"{path.name}: refused: {error}")
+                continue
+            light, problem = event.data["profile"].get("speed_of_light"), event.data["profile"]["problem"]
+            self.stdout.write(f"{event.data['app']}: " + (
+                f"baseline quality {light:.1%} ({tool})" if light is not None else
+                f"not measured: {problem or tool + ' measured no speed of light'}") + f" (event #{event.position})")
+        if refused:
+            raise CommandError(f"{len(refused)} refused, nothing recorded for them: " + "; ".join(refused))
 
     def do_settle(self, options) -> None:
         orphaned = close_orphaned_runs(options["actor"])
