@@ -22,7 +22,7 @@ from . import builds, profiler
 from .events import AppBaselineProfiled
 from .manifest import baseline_mismatches, load_manifest
 from .models import AppRow
-from .services import AppGateError, gate_run_held, register
+from .services import AppGateError, gate_run_held, machine, register
 
 
 def profile_baseline(manifest: str | Path, actor: str, *, tool: str, timeout_s: float,
@@ -47,6 +47,7 @@ def profile_baseline(manifest: str | Path, actor: str, *, tool: str, timeout_s: 
     if changed:
         raise AppGateError(f"{loaded.name}: the source's {', '.join(changed)} differ from the baseline the manifest "
                            "declares: restore the upstream files, or import the program again")
+    described = machine(loaded.manifest.architecture, loaded)  # AppGateError where no GPU is here
     loaded, _ = register(manifest, actor)  # unchanged: records nothing; changed: the new version it profiles
     dataset = loaded.manifest.datasets[0]
     with gate_run_held(loaded.name) as (_, scratch):
@@ -59,6 +60,6 @@ def profile_baseline(manifest: str | Path, actor: str, *, tool: str, timeout_s: 
             profile = profiler.unmeasured(f"the baseline does not build: {built.output_tail[-300:]}", tool)
     payload = AppBaselineProfiled(app=loaded.name, dataset=dataset.name, tool=tool, profile=profile,
                                   binary_hash=built.binary_hash,
-                                  baseline_files=loaded.manifest.source.baseline_files)
+                                  baseline_files=loaded.manifest.source.baseline_files, machine=described)
     return append(NewEvent(stream=f"app/{loaded.name}", type="AppBaselineProfiled", actor=actor,
                            payload=payload.model_dump(mode="json")))

@@ -235,3 +235,5 @@ class AppBaselineProfiled(Payload):
     # the registration's sha256 per baseline file: the program profiled (a profile of other files
     # is of another program, and the table does not take it)
     baseline_files: dict[str, str]
+    # the measuring machine (appgate.services.machine): the quality is a fraction of this GPU's peak
+    machine: dict[str, Any] = Field(default_factory=dict)

@@ -1,7 +1,7 @@
 """`appgate profile` (appgate/baseline_profile.py, docs/appgate.md#baseline-quality): the baseline's
 quality measured beside an application's state, never through it. There is no GPU here, so two
 things stand in for one: the machine's description (appgate.services.machine, which reads the
-GPU) and Nsight Compute (tests/appgate/bin/ncu, a shell script that runs the program and prints
+GPU; recorded with every profile) and Nsight Compute (tests/appgate/bin/ncu, a shell script that runs the program and prints
 ncu's CSV rows for the launches the program says it made). Everything else is the real path:
 the build and the profiled run in the sandbox, the ledger, the table and the app page."""
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 
-from appgate import agent, services
+from appgate import agent, baseline_profile, services
 from appgate.agent import run_agent
 from appgate.baseline_profile import profile_baseline
 from appgate.models import AppRow
@@ -68,6 +68,7 @@ def gpu(monkeypatch):
 
     monkeypatch.setattr(services, "machine", described)
     monkeypatch.setattr(agent, "machine", described)
+    monkeypatch.setattr(baseline_profile, "machine", described)
 
 
 def without_throughput(loaded, binary, dataset, scratch) -> dict:
@@ -102,7 +103,7 @@ def test_a_profile_records_the_speed_of_light_and_leaves_an_integrated_applicati
     assert (data["app"], data["dataset"], data["tool"]) == ("profiled-cuda", "one", "ncu")
     assert data["profile"]["problem"] == "" and data["profile"]["speed_of_light"] == pytest.approx(QUALITY)
     assert data["profile"]["top"][0]["name"] == "stencil" and data["profile"]["share"] == pytest.approx(STENCIL_SHARE)
-    assert len(data["binary_hash"]) == 64
+    assert len(data["binary_hash"]) == 64 and data["machine"]["device"] == "none: the tests' stand-in"
     assert data["baseline_files"] == {"src/main.c": hashlib.sha256(PROGRAM.encode()).hexdigest()}
     assert judged() == before  # state, reason, milestones, verdict, headline: as they were
     assert Event.objects.filter(type__in=["AppStateChanged", "AppMilestoneReached"]).count() == decisions
