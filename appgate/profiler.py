@@ -39,7 +39,7 @@ REPORT = "forgestencil-profile"
 COMMANDS = {
     "nsys": f"{{tool}} profile --trace=cuda --sample=none --cpuctxsw=none --force-overwrite=true "
             f"--output={{workdir}}/{REPORT} ",
-    "ncu": f"{{tool}} --csv --metrics gpu__time_duration.sum,{','.join(SPEED_OF_LIGHT)} --launch-count {LAUNCHES} "
+    "ncu": f"{{tool}} --csv --metrics gpu__time_duration.sum,{','.join(SPEED_OF_LIGHT)} --launch-count {{launches}} "
            "--target-processes all ",
 }
 UNITS = {"nsecond": 1e-9, "ns": 1e-9, "usecond": 1e-6, "us": 1e-6, "msecond": 1e-3, "ms": 1e-3, "second": 1.0, "s": 1.0}
@@ -71,12 +71,13 @@ def profiler(tool: str | None, timeout_s: float) -> Callable[..., dict]:
     return profile
 
 
-def measure(loaded: LoadedManifest, binary: Path, dataset, scratch: Path, *, tool: str, timeout_s: float) -> dict:
+def measure(loaded: LoadedManifest, binary: Path, dataset, scratch: Path, *, tool: str, timeout_s: float,
+            launches: int = LAUNCHES) -> dict:
     """One run of the baseline on `dataset` under `tool`: the top kernels, their GPU time and
     share of all kernels' time (`share`: the top one's), or why nothing was measured."""
     program = shutil.which(tool, path=inherited_environment().get("PATH")) or tool
     m = loaded.manifest
-    run = m.run.model_copy(update={"command": COMMANDS[tool].replace("{tool}", program) + m.run.command,
+    run = m.run.model_copy(update={"command": COMMANDS[tool].replace("{tool}", program).replace("{launches}", str(launches)) + m.run.command,
                                    "timeout_s": timeout_s})
     profiled = dataclasses.replace(loaded, manifest=m.model_copy(update={"run": run}))
     ran = runner.run(profiled, "baseline", binary, dataset, scratch)
@@ -98,7 +99,7 @@ def measure(loaded: LoadedManifest, binary: Path, dataset, scratch: Path, *, too
     result = {"tool": tool, "share": top[0]["share"], "top": top, "kernel_seconds": total, "kernels": len(kernels),
               "problem": ""}
     if tool == "ncu":
-        result["launches_measured"] = f"the first {LAUNCHES} launches at most"
+        result["launches_measured"] = f"the first {launches} launches at most"
         result["speed_of_light"] = overall_speed_of_light(light)
     return result
 

@@ -104,6 +104,7 @@ def test_a_profile_records_the_speed_of_light_and_leaves_an_integrated_applicati
     assert data["profile"]["problem"] == "" and data["profile"]["speed_of_light"] == pytest.approx(QUALITY)
     assert data["profile"]["top"][0]["name"] == "stencil" and data["profile"]["share"] == pytest.approx(STENCIL_SHARE)
     assert len(data["binary_hash"]) == 64 and data["machine"]["device"] == "none: the tests' stand-in"
+    assert data["profile"]["launches_measured"] == "the first 20 launches at most"  # not the triage's 200
     assert data["baseline_files"] == {"src/main.c": hashlib.sha256(PROGRAM.encode()).hexdigest()}
     assert judged() == before  # state, reason, milestones, verdict, headline: as they were
     assert Event.objects.filter(type__in=["AppStateChanged", "AppMilestoneReached"]).count() == decisions
