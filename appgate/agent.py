@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import statistics
+import time
 from pathlib import Path
 from typing import Any, Callable, NamedTuple
 
@@ -96,10 +97,12 @@ def run_agent(manifest: str | Path, actor: str, kernel_rounds: int = 0, protocol
     file that holds the hot loop (hotspot.kernel_file), is spliced into it. One gate run from M1
     to M3: the baseline M1 built and ran is the one the gate times. `gate_budget_s`: stop after M1
     (RESEARCH, code over_budget) when the gate's runs would take longer (gate_seconds), so that a
-    device call's time goes to programs that can finish in it; in the gate, the budget of its runs
-    (AppProtocol.budget_s: a noisy dataset's further attempt that would not end within it is not
-    started, and the verdict is inconclusive instead of the run being cut)."""
+    device call's time goes to programs that can finish in it. The budget counts from the agent's
+    start, M1 included, and is the gate's deadline (AppProtocol.deadline: a noisy dataset's further
+    attempt that would not end by it is not started, and the verdict is inconclusive instead of
+    the run being cut by the caller's time limit)."""
     say = progress or (lambda message: None)
+    deadline = None if gate_budget_s is None else time.monotonic() + gate_budget_s
     loaded, _ = register(manifest, actor)
     name = loaded.name
     _state(name, "IN_PROGRESS", "the App Agent started", actor)
@@ -107,10 +110,11 @@ def run_agent(manifest: str | Path, actor: str, kernel_rounds: int = 0, protocol
         say("M1: the baseline and its hotspot")
         baseline, built, stop = _m1(loaded, scratch, actor, profile=profile)
         needed = gate_seconds(baseline, protocol or AppProtocol()) if stop is None else None
-        if gate_budget_s is not None and needed is not None and needed > gate_budget_s:
+        if deadline is not None and needed is not None and needed > deadline - time.monotonic():
             runs = ", ".join(f"{dataset}: {values['wall_seconds']:.2f} s a run" for dataset, values in baseline["datasets"].items())
             stop = Exit("RESEARCH", f"M1: not gated: its runs would take about {needed:.0f} s ({runs}), more than the "
-                        f"{gate_budget_s:g} s allowed; gate it with a larger budget", "over_budget")
+                        f"{max(0.0, deadline - time.monotonic()):.0f} s left of the {gate_budget_s:g} s allowed; gate it "
+                        "with a larger budget", "over_budget")
         if stop is not None:
             _state(name, stop.state, stop.reason, actor, stop.code)
             return AppRow.objects.get(name=name)
@@ -144,8 +148,8 @@ def run_agent(manifest: str | Path, actor: str, kernel_rounds: int = 0, protocol
                 candidate_event = evidence["candidate_event"] = spliced
         _milestone(name, "M2b", detail, actor, evidence)
         say("M3: the application gate")
-        if gate_budget_s is not None:  # a second timing attempt that would not end within it is not started
-            protocol = dataclasses.replace(protocol or AppProtocol(), budget_s=gate_budget_s)
+        if deadline is not None:  # a second timing attempt that would not end by it is not started
+            protocol = dataclasses.replace(protocol or AppProtocol(), deadline=deadline)
         outcome = run_gate(manifest, actor, protocol, say, candidate=candidate_event, held=(gate_run, scratch), prebuilt=built)
     _milestone(name, "M3", f"gate verdict: {outcome.verdict}: {outcome.detail}", actor,
                {"verdict_event": str(outcome.verdict_event.event_id)})

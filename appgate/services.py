@@ -51,9 +51,9 @@ class AppProtocol:
     warmup: int = 1
     interleave: bool = True
     max_attempts: int = 2  # timing attempts per dataset while a spread exceeds the regression band
-    # seconds the gate's runs may take from its first correctness check (None: no limit); a further
-    # timing attempt that would end past it is not started and the dataset stays noisy (inconclusive)
-    budget_s: float | None = None
+    # the time.monotonic() by which the gate's runs are to end (None: no limit); a further timing
+    # attempt that would end past it is not started and the dataset stays noisy (inconclusive)
+    deadline: float | None = None
 
 
 @dataclass
@@ -198,7 +198,7 @@ def _run_gate(loaded: LoadedManifest, gate_run: str, scratch: Path, actor: str, 
     evidence += built.evidence
     if built.reasons:
         return verdict(built.reasons, built.detail)
-    started, checked = time.monotonic(), {}  # seconds each dataset's check of both variants took
+    checked = {}  # seconds each dataset's check of both variants took
     for dataset in m.datasets:  # every dataset, both variants, before any timing
         say(f"checking both variants on {dataset.name}")
         check_started = time.monotonic()
@@ -207,7 +207,7 @@ def _run_gate(loaded: LoadedManifest, gate_run: str, scratch: Path, actor: str, 
         for variant in runner.VARIANTS:
             if not check.correct[variant]:
                 return verdict([f"{variant}_incorrect"], f"{dataset.name}: {variant}: {check.detail[variant]}")
-    deadline = math.inf if protocol.budget_s is None else started + protocol.budget_s
+    deadline = math.inf if protocol.deadline is None else protocol.deadline
     for number, dataset in enumerate(m.datasets):
         # the later datasets' first attempts, each as long as its check's runs times the warm-ups and passes
         later = sum(checked[d.name] for d in m.datasets[number + 1:]) * (protocol.warmup + protocol.passes)

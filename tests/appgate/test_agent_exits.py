@@ -56,8 +56,9 @@ def test_a_hotspot_of_half_the_time_is_in_scope(ledger, tmp_path):
 
 
 def test_an_agent_whose_gate_would_outrun_its_budget_stops_after_m1_and_says_what_it_needs(ledger, tmp_path):
-    """The budget is compared with M1's own wall time per run: both variants' correctness run, warm-ups
-    and passes on every dataset (QUICK: 2 x (1 + 0 + 2) runs a dataset)."""
+    """The budget, counted from the agent's start, is compared with M1's own wall time per run: both
+    variants' correctness run, warm-ups and passes on every dataset (QUICK: 2 x (1 + 0 + 2) runs a
+    dataset); M1 itself has used up the 1 ms allowed."""
     row = run_agent(clocked_app(tmp_path), "agent:test", protocol=QUICK, gate_budget_s=1e-3)
     assert (row.state, row.state_code) == ("RESEARCH", "over_budget") and nothing_proposed_or_gated()
     walls = {name: values["wall_seconds"] for name, values in
@@ -65,7 +66,7 @@ def test_an_agent_whose_gate_would_outrun_its_budget_stops_after_m1_and_says_wha
     assert walls and all(wall > 0 for wall in walls.values())
     assert row.state_reason == (f"M1: not gated: its runs would take about {sum(walls.values()) * 6:.0f} s ("
                                 + ", ".join(f"{name}: {wall:.2f} s a run" for name, wall in walls.items())
-                                + "), more than the 0.001 s allowed; gate it with a larger budget")
+                                + "), more than the 0 s left of the 0.001 s allowed; gate it with a larger budget")
     assert [m["milestone"] for m in row.milestones] == ["M1"]
 
 

@@ -5,6 +5,7 @@ and where each is shown. Timing rules are tested on a program that prints exact 
 from __future__ import annotations
 
 import io
+import time
 from types import SimpleNamespace
 
 import pytest
@@ -71,13 +72,13 @@ def test_a_dataset_still_noisy_after_every_attempt_makes_the_first_verdict_incon
 
 def test_a_further_attempt_that_would_not_end_within_the_gates_budget_is_not_started(ledger, tmp_path):
     path = clocked_app(tmp_path, datasets=[{"name": "slowing", "args": "1.0 1"}, {"name": "quiet", "args": "1.0"}])
-    roomy = run_gate(path, "user:test", AppProtocol(passes=3, warmup=0, max_attempts=2, budget_s=3600))
+    roomy = run_gate(path, "user:test", AppProtocol(passes=3, warmup=0, max_attempts=2, deadline=time.monotonic() + 3600))
     timed = [record_from_row(e).data for e in Event.objects.filter(type="AppDatasetMeasured").order_by("position")]
     assert [(p["dataset"], p["attempts"], p["attempt_not_started"]) for p in timed] == \
         [("slowing", 2, None), ("quiet", 1, None)]
     assert roomy.verdict == "inconclusive"
-    # a budget the checks alone use up: the noisy dataset's first attempt is kept, no second started
-    tight = run_gate(path, "user:test", AppProtocol(passes=3, warmup=0, max_attempts=2, budget_s=1e-6))
+    # a deadline already passed: the noisy dataset's first attempt is kept, no second started
+    tight = run_gate(path, "user:test", AppProtocol(passes=3, warmup=0, max_attempts=2, deadline=time.monotonic()))
     slowing = record_from_row(Event.objects.filter(type="AppDatasetMeasured").order_by("-position")[1]).data
     assert (slowing["dataset"], slowing["attempts"], slowing["noisy"]) == ("slowing", 1, True)
     assert slowing["attempt_not_started"].startswith("attempt 2 not started: it would take about ")

@@ -50,8 +50,10 @@ class Command(BaseCommand):
                                            "the baseline files) and candidate.yaml (subject, hypothesis, risk)")
         agent.add_argument("--kernel-rounds", type=int, default=0, help="rounds of the Kernel Agent on the hotspot case (M2b)")
         agent.add_argument("--passes", type=int, default=AppProtocol.passes, help="interleaved timing passes (default 7)")
-        agent.add_argument("--gate-budget", type=float, help="seconds the gate's runs may take, estimated from M1's wall "
-                           "time per run: over it, stop after M1 (RESEARCH, over_budget) instead of starting the gate")
+        agent.add_argument("--gate-budget", type=float, help="seconds from the agent's start (M1 included) by which the "
+                           "gate's runs are to end: when M1's wall time per run says they would not, stop after M1 "
+                           "(RESEARCH, over_budget) instead of starting the gate; in the gate, a noisy dataset's second "
+                           "timing attempt that would not end by then is not started (inconclusive)")
         agent.add_argument("--profiler", choices=("auto", *TOOLS, "none"), default="auto",
                            help="what measures a CUDA program's hotspot share where its manifest declares none and no "
                                 "earlier M1 (a triage's) measured it on the same baseline (auto: nsys, else ncu)")
