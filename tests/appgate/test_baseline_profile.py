@@ -164,7 +164,7 @@ def test_the_command_prints_each_apps_quality_and_refuses_an_unknown_or_cpu_app_
     with pytest.raises(CommandError) as refused:
         call_command("appgate", "profile", str(unknown), str(cpu), "--profiler", "ncu")
     said = str(refused.value)
-    assert said.startswith("2 refused, nothing recorded for them: manifest.yaml: never-registered is not registered")
+    assert said.startswith(f"2 refused, nothing recorded for them: {unknown}: never-registered is not registered")
     assert "cpu-app is a cpu program: ncu profiles GPU kernels" in said
     assert Event.objects.count() == recorded
 

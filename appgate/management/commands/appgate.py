@@ -179,8 +179,8 @@ class Command(BaseCommand):
                 event = profile_baseline(path, options["actor"], tool=tool, timeout_s=options["timeout"],
                                          progress=self._progress)
             except (AppGateError, ManifestError) as error:
-                refused.append(f"{path.name}: {error}")
-                self.stdout.write(f"{path.name}: refused: {error}")
+                refused.append(f"{path}: {error}")  # the path as found: suites name every manifest alike
+                self.stdout.write(f"{path}: refused: {error}")
                 continue
             light, problem = event.data["profile"].get("speed_of_light"), event.data["profile"]["problem"]
             self.stdout.write(f"{event.data['app']}: " + (
