@@ -110,11 +110,12 @@ def run_agent(manifest: str | Path, actor: str, kernel_rounds: int = 0, protocol
         say("M1: the baseline and its hotspot")
         baseline, built, stop = _m1(loaded, scratch, actor, profile=profile)
         needed = gate_seconds(baseline, protocol or AppProtocol()) if stop is None else None
-        if deadline is not None and needed is not None and needed > deadline - time.monotonic():
+        left = None if deadline is None else deadline - time.monotonic()
+        if left is not None and needed is not None and needed > left:
             runs = ", ".join(f"{dataset}: {values['wall_seconds']:.2f} s a run" for dataset, values in baseline["datasets"].items())
             stop = Exit("RESEARCH", f"M1: not gated: its runs would take about {needed:.0f} s ({runs}), more than the "
-                        f"{max(0.0, deadline - time.monotonic()):.0f} s left of the {gate_budget_s:g} s allowed; gate it "
-                        "with a larger budget", "over_budget")
+                        f"{max(0.0, left):.0f} s left of the {gate_budget_s:g} s allowed; gate it with a larger budget",
+                        "over_budget")
         if stop is not None:
             _state(name, stop.state, stop.reason, actor, stop.code)
             return AppRow.objects.get(name=name)

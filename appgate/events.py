@@ -150,7 +150,7 @@ class AppDatasetMeasuredV4(AppDatasetMeasuredV2):
             upcast_from_previous=lambda payload: {**payload, "attempts": None, "attempt_not_started": None})
 class AppDatasetMeasuredV5(AppDatasetMeasuredV4):
     # v5 (session 23): the timing attempts made (None: not recorded), and why a further attempt of a
-    # noisy dataset was not started (the gate's budget, AppProtocol.budget_s), None when none was due
+    # noisy dataset was not started (the gate's deadline, AppProtocol.deadline), None when none was due
     attempts: Optional[int] = None
     attempt_not_started: Optional[str] = None
 

@@ -77,8 +77,8 @@ def measure(loaded: LoadedManifest, binary: Path, dataset, scratch: Path, *, too
     share of all kernels' time (`share`: the top one's), or why nothing was measured."""
     program = shutil.which(tool, path=inherited_environment().get("PATH")) or tool
     m = loaded.manifest
-    run = m.run.model_copy(update={"command": COMMANDS[tool].replace("{tool}", program).replace("{launches}", str(launches)) + m.run.command,
-                                   "timeout_s": timeout_s})
+    command = COMMANDS[tool].replace("{tool}", program).replace("{launches}", str(launches))
+    run = m.run.model_copy(update={"command": command + m.run.command, "timeout_s": timeout_s})
     profiled = dataclasses.replace(loaded, manifest=m.model_copy(update={"run": run}))
     ran = runner.run(profiled, "baseline", binary, dataset, scratch)
     if not ran.ok:

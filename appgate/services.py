@@ -212,7 +212,7 @@ def _run_gate(loaded: LoadedManifest, gate_run: str, scratch: Path, actor: str, 
         # the later datasets' first attempts, each as long as its check's runs times the warm-ups and passes
         later = sum(checked[d.name] for d in m.datasets[number + 1:]) * (protocol.warmup + protocol.passes)
         payload = time_dataset(loaded, built.for_dataset(dataset), dataset, scratch, protocol, gate_run, say,
-                               _seconds_left(deadline - later))
+                               deadline - later)
         event = append(NewEvent(stream=stream, type="AppDatasetMeasured", actor=actor, payload=payload))
         evidence.append(str(event.event_id))
         measured.append(payload)
@@ -224,22 +224,19 @@ def _run_gate(loaded: LoadedManifest, gate_run: str, scratch: Path, actor: str, 
     return verdict(c.reasons, c.detail, c.datasets, c.headline, c.ci, c.amdahl, c.inconclusive, c.noisy)
 
 
-def _seconds_left(deadline: float) -> Callable[[], float]:
-    return lambda: deadline - time.monotonic()
-
-
 def time_dataset(loaded, binaries, dataset, scratch, protocol: AppProtocol, gate_run: str, say,
-                 seconds_left: Callable[[], float] = lambda: math.inf) -> dict:
+                 deadline: float = math.inf) -> dict:
     """The dataset's timing attempts, the quietest kept. A further attempt is started only when
-    one as long as the last fits in `seconds_left()`: one cut by the caller's time limit would lose
+    one as long as the last ends by `deadline` (a time.monotonic()): one cut by the caller's time limit would lose
     the whole gate run (hmm-cuda lost 247 s of an H200 call so on 2026-12-03); the dataset then
     stays noisy, and the verdict inconclusive, with the reason recorded."""
     attempts: Attempts[tuple[runner.DatasetMeasurement, dict]] = Attempts(protocol.max_attempts)  # the quietest kept
     took, not_started, made = 0.0, None, 0
     for attempt in attempts:
-        if attempt and took > seconds_left():
+        left = deadline - time.monotonic()
+        if attempt and took > left:
             not_started = (f"attempt {attempt + 1} not started: it would take about {took:.0f} s, "
-                           f"{max(0.0, seconds_left()):.0f} s of the gate's budget left")
+                           f"{max(0.0, left):.0f} s of the gate's budget left")
             say(f"timing {dataset.name}: {not_started}")
             break
         say(f"timing {dataset.name}: {protocol.passes} interleaved passes (attempt {attempt + 1})")
