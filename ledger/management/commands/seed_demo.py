@@ -25,7 +25,7 @@ ROOT = Path(settings.BASE_DIR)
 # states with reason codes), then the forged ones gated against their upstream code; each device
 # call's export continues the previous one's ledger, so the last holds them all. The tests import
 # the same file (tests/appgate/fixtures.py): a new call's export is named here only.
-HECBENCH_FORGED_EXPORT = "docs/benchmarks/hecbench_forged_h200_21.jsonl"
+HECBENCH_FORGED_EXPORT = "docs/benchmarks/hecbench_forged_h200_23.jsonl"
 # Real runs whose exports are committed: what a new user browses before running anything.
 # The protocol ablations come before the gates' runs: they register the same apps (heat3d-cuda
 # with an older manifest), and an app's row shows its last registration. Not the CPU ablation
