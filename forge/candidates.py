@@ -31,9 +31,10 @@ def matrix_candidates(case: Case) -> list[tuple[str, dict, str, str]]:
     `pipe`, the T steps pipelined on chip (forge/handwritten_temporal.py). star_1 and varcoef_star_1
     in f16 get `pipe` with T = 1 last: the z march with shared in-plane neighbours and no register
     queue, after rows16/rows8/short4 all lost to the fair f16 kernel (the issue-15 re-gate). The
-    3D star stencils of radius 2 and more (star_R) get `planes` last (forge/handwritten_planes.py):
+    3D constant-coefficient star stencils (star_R) get `planes` last (forge/handwritten_planes.py):
     the in-plane arms from a shared ring of input planes filled by cp.async and only the z arms in
-    registers, 40-64 registers a thread where rows16 took 94-168 for star_4."""
+    registers, 40-64 registers a thread where rows16 took 94-168 for star_4; for star_1 it aims at
+    the L2 traffic of rows16's three rows a plane (the L2 at 88% on star_1/512^3 f32)."""
     if case.stencil.time_steps != 1:
         source, launch, hypothesis = render_temporal(case)
         made = [(f"octa: hand-written composed octahedron, pair sums, {launch['tile'][0] // 32} x-points per thread",
@@ -57,6 +58,6 @@ def matrix_candidates(case: Case) -> list[tuple[str, dict, str, str]]:
     if case.precision == "f16" and case.stencil.family == "star" and case.stencil.radius == 1 and case.stencil.dims == 3:
         made.append(pipe_candidate(case))  # no register queue: the fair f16 kernel beat all three
     stencil = case.stencil
-    if stencil.family == "star" and stencil.dims == 3 and stencil.radius >= 2 and not stencil.variable_coefficient:
+    if stencil.family == "star" and stencil.dims == 3 and not stencil.variable_coefficient:
         made.append(planes_candidate(case))
     return made

@@ -1,5 +1,5 @@
-"""`planes`: star_R (R >= 2) with the in-plane arms from a shared-memory ring of input planes
-filled by cp.async, and only the z arms in a register queue (issue 16).
+"""`planes`: star_R with the in-plane arms from a shared-memory ring of input planes filled by
+cp.async, and only the z arms in a register queue (issue 16).
 
 What it replaces. rows16 (forge/handwritten.py) reads each input plane's footprint rows into
 registers (for star_4 f32: a 12-lane centre row and eight 4-lane rows) beside a queue of 2R+1
@@ -43,6 +43,17 @@ limited by shared memory rather than DRAM, star_2 should not.
 Expected: star_4 from 40% (f32) and 20% (f16) of the copy bandwidth towards 70-80%, star_2 from
 63-75% towards 80-90%. Not yet measured on the H200.
 
+star_1 (offered since session 24) for another bottleneck: rows16 keeps star_1/512^3 f32 in 32
+registers at 95% achieved occupancy, yet at 76% of the DRAM bandwidth with the L2 at 88% of its
+throughput (ncu, docs/benchmarks/ncu/): it loads 3 rows of vectors a plane through L1, the rows above
+and below from the L2 where L1 misses them. planes reads a point into the SM (H + 2)/H x (32 + 2)/32 x
+(L + 2)/L times, 1.23 for 512^3 (L = 64), once from the L2 by cp.async; its shared-memory traffic
+(20 + 5 bytes a point in f32) is about 41% of that unit's bandwidth at the copy rate. Under __launch_bounds__(512, 4) nvcc 13.0
+gives it 32 registers in f32, f16 and f64 (0 bytes spilled; 36, 38 and 56 under (512, 3)), four
+39 KiB blocks an SM (153 of 228 KiB): 100% theoretical occupancy. Expected: the star_1 f32 cases from
+73-91% of the copy bandwidth (issue 16's figures of 2026-12-01) towards 90%, if the L2 is what limits
+rows16 there; not yet measured on the H200.
+
 Odd shapes and unaligned arrays (nx not a multiple of V, or an array off the vector boundary) take
 per-lane scalar loads into the same shared tile and per-lane stores, in the same kernel.
 """
@@ -75,9 +86,11 @@ def shared_bytes(case: Case, height: int, stages: int = STAGES) -> int:
 
 
 def resident_blocks(case: Case) -> int:
-    """512-thread blocks an SM is to hold, passed to __launch_bounds__: 3 (at most 40 registers,
-    75% occupancy) where nvcc fits star_R in that without spilling (R <= 2, f32 and f16), else 2
-    (64 registers, 50%)."""
+    """512-thread blocks an SM is to hold, passed to __launch_bounds__: as many as nvcc fits star_R
+    in without spilling: 4 for R = 1 (32 registers, 100% occupancy), 3 for R = 2 in f32 and f16 (at
+    most 40 registers, 75%), else 2 (64 registers, 50%)."""
+    if case.stencil.radius == 1:
+        return 4
     return 3 if case.stencil.radius <= 2 and case.precision != "f64" else 2
 
 

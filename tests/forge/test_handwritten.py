@@ -72,11 +72,11 @@ def test_temporal_types_get_the_composed_octahedron_then_the_pipeline():
 
 def test_the_one_change_variants_offered():
     """rows8 only where the x halo fits a narrower vector and one exists (not f64, not star_4 f32);
-    planes (forge/handwritten_planes.py) last for star_R with R >= 2."""
+    planes (forge/handwritten_planes.py) last for the 3D constant-coefficient stars (star_R)."""
     def offered(case_id):
         return [c[0].split(":")[0] for c in matrix_candidates(parse_case(case_id))]
 
-    assert offered("star_1/512x512x512/f32") == ["rows16", "rows8", "short4"]
+    assert offered("star_1/512x512x512/f32") == ["rows16", "rows8", "short4", "planes"]
     assert offered("star_4/512x512x512/f16") == ["rows16", "rows8", "short4", "planes"]
     assert offered("star_4/512x512x512/f32") == ["rows16", "short4", "planes"]
-    assert offered("star_1/512x512x512/f64") == ["rows16", "short4"]
+    assert offered("star_1/512x512x512/f64") == ["rows16", "short4", "planes"]

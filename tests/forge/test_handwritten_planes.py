@@ -20,13 +20,15 @@ from .test_handwritten import judged
 
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ to emulate CUDA kernels on the CPU")
 
-# (case, chunk): every precision at R = 2 and 4; x extents a multiple of V take the vector path
-# unless misaligned, the odd ones (131, 70, 67) the scalar path; chunk 4 gives several blocks in z
+# (case, chunk): every precision at R = 1, 2 and 4; x extents a multiple of V take the vector path
+# unless misaligned, the odd ones (131, 70, 67, 69) the scalar path; chunk 4 gives several blocks in z
 # and 260 x 40 several in x and y, so tile edges meet inside the grid.
 CASES = [
     ("star_2/11x12x64/f64", None), ("star_4/13x15x64/f32", None), ("star_4/12x37x136/f16", 4),
     ("star_2/20x40x260/f32", 4), ("star_2/10x21x131/f32", None), ("star_2/9x19x70/f16", 3),
     ("star_4/13x17x67/f64", 2), ("star_4/14x18x40/f64", 3),
+    ("star_1/11x35x264/f32", 4), ("star_1/9x18x69/f32", 3), ("star_1/10x17x36/f64", None), ("star_1/8x19x70/f16", 2),
+    ("star_1/9x12x128/f16", 3),
 ]
 
 
@@ -50,14 +52,14 @@ def test_reading_a_plane_before_its_copies_land_is_caught():
     assert not judged(case, broken, launch, False) <= TOLERANCE[case.precision]
 
 
-def test_planes_offered_last_for_wide_stars_only():
+def test_planes_offered_last_for_the_constant_coefficient_3d_stars_only():
     def offered(case_id):
         return [c[0].split(":")[0] for c in matrix_candidates(parse_case(case_id))]
 
     assert offered("star_4/512x512x512/f32") == ["rows16", "short4", "planes"]
     assert offered("star_2/512x512x512/f64") == ["rows16", "short4", "planes"]
     assert offered("star_4/512x512x512/f16")[-1] == "planes"
-    assert "planes" not in offered("star_1/512x512x512/f32")
+    assert offered("star_1/512x512x512/f32")[-1] == "planes"
     assert "planes" not in offered("varcoef_star_1/512x512x512/f32")
     with pytest.raises(ValueError):
         render(parse_case("box_2/64x64x64/f32"))

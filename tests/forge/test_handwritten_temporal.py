@@ -69,12 +69,12 @@ def test_parameters_that_leave_no_output_or_overflow_shared_memory_are_refused()
             check_parameters(parse_case(other), 64, 32, 64)
 
 
-def test_campaigns_offer_the_pipeline_after_the_octahedron_and_last_for_f16_star_1():
+def test_campaigns_offer_the_pipeline_after_the_octahedron_and_to_f16_star_1_before_planes():
     offered = [c[0].split(":")[0] for c in matrix_candidates(parse_case("diamond_ts8/512x512x512/f32"))]
     assert offered == ["octa", "pipe"]
     assert [c[0].split(":")[0] for c in matrix_candidates(parse_case("diamond_ts4/256x256x256/f32"))] == ["octa", "pipe"]
     assert default_parameters(parse_case("diamond_ts8/512x512x512/f32")) == (64, 32, 128)
     offered = [c[0].split(":")[0] for c in matrix_candidates(parse_case("star_1/512x512x512/f16"))]
-    assert offered == ["rows16", "rows8", "short4", "pipe"]
+    assert offered == ["rows16", "rows8", "short4", "pipe", "planes"]
     assert "pipe" not in [c[0].split(":")[0] for c in matrix_candidates(parse_case("star_1/512x512x512/f32"))]
     assert default_parameters(parse_case("diamond_ts4/256x256x256/f32")) == (64, 24, 32)
