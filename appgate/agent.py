@@ -66,25 +66,40 @@ def _state(app: str, state: str, reason: str, actor: str, code: str | None = Non
                     payload={"app": app, "state": state, "reason": reason, "code": code}))
 
 
+def _walls(baseline: dict) -> list[float] | None:
+    """M1's wall time a run per dataset, or None when M1 recorded none for some dataset."""
+    walls = [values.get("wall_seconds") for values in baseline["datasets"].values()]
+    return None if not walls or None in walls else walls
+
+
 def gate_seconds(baseline: dict, protocol: AppProtocol) -> float | None:
     """What the gate's runs will take, from M1's wall time per dataset: on each, both variants'
     correctness run, warm-ups and interleaved passes, each run taken as long as the baseline's
     (one timing attempt; a noisy dataset takes another). None when M1 recorded no wall time."""
-    walls = [values.get("wall_seconds") for values in baseline["datasets"].values()]
-    if not walls or None in walls:
-        return None
-    return sum(walls) * 2 * (1 + protocol.warmup + protocol.passes)
+    walls = _walls(baseline)
+    return None if walls is None else sum(walls) * 2 * (1 + protocol.warmup + protocol.passes)
 
 
-def planned_gate_seconds(name: str, protocol: AppProtocol | None = None) -> float | None:
-    """The gate's runs for `name` by its last M1 that timed every dataset's run (None: none did, as
-    the triage's M1 did not), so that a device call can leave a program whose runs do not fit the
-    time it has left for the next call instead of starting it and cutting it."""
+def retry_seconds(baseline: dict, protocol: AppProtocol) -> float | None:
+    """What a noisy dataset's second timing attempt takes, the longest dataset's: both variants'
+    warm-ups and passes again (the correctness runs are not repeated)."""
+    walls = _walls(baseline)
+    return None if walls is None else max(walls) * 2 * (protocol.warmup + protocol.passes)
+
+
+def planned_gate_seconds(name: str, protocol: AppProtocol | None = None) -> tuple[float, float] | None:
+    """(the gate's runs, a noisy dataset's second attempt) for `name` by its last M1 that timed every
+    dataset's run (None: none did, as the triage's M1 did not), so that a device call can leave a
+    program whose runs do not fit the time it has left for the next call instead of starting it and
+    cutting it, and give one the time for a second attempt where the call has it (hmm-cuda's noisy
+    first attempt in session 24 left no time for its second under a plan of one attempt)."""
+    protocol = protocol or AppProtocol()
     for event in reversed(stream_events(f"app/{name}")):
         if event.type == "AppMilestoneReached" and event.data["milestone"] == "M1" and "datasets" in event.data["evidence"]:
-            needed = gate_seconds(event.data["evidence"], protocol or AppProtocol())
+            evidence = event.data["evidence"]
+            needed = gate_seconds(evidence, protocol)
             if needed is not None:
-                return needed
+                return needed, retry_seconds(evidence, protocol)
     return None
 
 
