@@ -47,7 +47,7 @@ star_1 (offered since session 24) for another bottleneck: rows16 keeps star_1/51
 registers at 95% achieved occupancy, yet at 76% of the DRAM bandwidth with the L2 at 88% of its
 throughput (ncu, docs/benchmarks/ncu/): it loads 3 rows of vectors a plane through L1, the rows above
 and below from the L2 where L1 misses them. planes reads a point into the SM (H + 2)/H x (32 + 2)/32 x
-(L + 2)/L times, 1.23 for 512^3 (L = 64), once from the L2 by cp.async; its shared-memory traffic
+(L + 2)/L times, 1.21 for 512^3 (L = 128), once from the L2 by cp.async; its shared-memory traffic
 (20 + 5 bytes a point in f32) is about 41% of that unit's bandwidth at the copy rate. Under __launch_bounds__(512, 4) nvcc 13.0
 gives it 32 registers in f32, f16 and f64 (0 bytes spilled; 36, 38 and 56 under (512, 3)), four
 39 KiB blocks an SM (153 of 228 KiB): 100% theoretical occupancy. Expected: the star_1 f32 cases from
