@@ -32,6 +32,13 @@ commits (benchmarks/ledger_bench_versus.py); the run is added to --versus-out
 
     .venv/bin/python benchmarks/ledger_bench.py --db postgres --append-versus 559a9a5
 
+With --append-writers [N,N...] (PostgreSQL; default 1,2,4) it runs N appending processes at
+once for fixed windows, beside N parallel raw committers in the same rounds, and times the
+appends' hold of the chain lock (benchmarks/ledger_bench_writers.py); the run is added to
+--writers-out (docs/benchmarks/ledger_append_writers.json):
+
+    .venv/bin/python benchmarks/ledger_bench.py --db postgres --append-writers 1,2,4 --snapshot HEAD
+
 With --append-profile (PostgreSQL) it says where an append's client CPU goes: at the same size,
 plain and cProfiled appends in turns (benchmarks/ledger_bench_profile.py); the run is added to
 --profile-out (docs/benchmarks/ledger_append_profile.json):
@@ -83,6 +90,7 @@ DEFAULT_RATIO_OUT = ROOT / "docs" / "benchmarks" / "ledger_append_pg.json"
 DEFAULT_PROFILE_OUT = ROOT / "docs" / "benchmarks" / "ledger_append_profile.json"
 DEFAULT_VERSUS_OUT = ROOT / "docs" / "benchmarks" / "ledger_append_versus.json"
 DEFAULT_COSTS_OUT = ROOT / "docs" / "benchmarks" / "ledger_append_costs.json"
+DEFAULT_WRITERS_OUT = ROOT / "docs" / "benchmarks" / "ledger_append_writers.json"
 DEFAULT_PG_URL = "postgres://postgres@127.0.0.1:5432/ledger_bench"
 
 
@@ -147,6 +155,14 @@ def parse_args(argv=None):
                              "commits, each version in its own process and database (benchmarks/ledger_bench_versus.py)")
     parser.add_argument("--versus-out", type=Path, default=DEFAULT_VERSUS_OUT,
                         help="JSON file the comparison is added to")
+    parser.add_argument("--append-writers", metavar="N,N...", nargs="?", const="1,2,4", type=_counts,
+                        help="N appending processes at once, for each N (default 1,2,4), beside N raw committers "
+                             "(PostgreSQL, at --ratio-at events; benchmarks/ledger_bench_writers.py)")
+    parser.add_argument("--writers-rounds", type=int, default=5, help="rounds, each running every N once")
+    parser.add_argument("--writers-seconds", type=float, default=10.0, help="append window per N and round")
+    parser.add_argument("--writers-raw-seconds", type=float, default=4.0,
+                        help="raw commit window per N and round, half before the append window and half after")
+    parser.add_argument("--writers-out", type=Path, default=DEFAULT_WRITERS_OUT, help="JSON file the run is added to")
     parser.add_argument("--versus-worker", action="store_true", help=argparse.SUPPRESS)  # one side of --append-versus
     args = parser.parse_args(argv)
     if not args.table and not args.db:
@@ -155,6 +171,8 @@ def parse_args(argv=None):
         parser.error("--append-ratio compares with PostgreSQL's commit rate: use --db postgres")
     if (args.append_versus or args.versus_worker) and args.db != "postgres":
         parser.error("--append-versus compares with PostgreSQL's commit rate: use --db postgres")
+    if args.append_writers and args.db != "postgres":
+        parser.error("--append-writers compares with PostgreSQL's commit rate: use --db postgres")
     if (args.append_profile or args.append_costs) and args.db != "postgres":
         parser.error("--append-profile and --append-costs read the PostgreSQL backend's CPU: use --db postgres")
     return args
@@ -163,6 +181,13 @@ def parse_args(argv=None):
 def _default_pg_url() -> str:
     url = os.environ.get("DATABASE_URL", "")
     return url if url.startswith(("postgres://", "postgresql://")) else DEFAULT_PG_URL
+
+
+def _counts(text: str) -> list[int]:
+    counts = [int(part) for part in text.split(",")]
+    if not counts or min(counts) < 1:
+        raise argparse.ArgumentTypeError(f"writer counts must be whole numbers from 1, got {text!r}")
+    return counts
 
 
 
@@ -176,6 +201,8 @@ def run_in_snapshot(args, command: str, argv: list[str]) -> int:
                                "--versus-out", str(args.versus_out.resolve())]
     if args.append_costs:  # only then: a snapshot from before --append-costs does not know the option
         child_argv += ["--costs-out", str(args.costs_out.resolve())]
+    if args.append_writers:
+        child_argv += ["--writers-out", str(args.writers_out.resolve())]
     if args.sqlite_path:
         child_argv += ["--sqlite-path", str(Path(args.sqlite_path).resolve())]
     log(f"running against a snapshot of {args.snapshot} = {commit[:12]} in {snap}")
@@ -199,6 +226,10 @@ def main(argv=None) -> int:
             from ledger_bench_versus import markdown_table as versus_table
 
             print("\n" + versus_table(json.loads(args.versus_out.read_text())))
+        if args.writers_out.exists():
+            from ledger_bench_writers import markdown_tables as writers_tables
+
+            print("\n" + writers_tables(json.loads(args.writers_out.read_text())))
         return 0
 
     command = os.environ.get("LEDGER_BENCH_COMMAND") or shlex.join(
@@ -240,6 +271,8 @@ def main(argv=None) -> int:
             return append_profile(args, workload, run_id, run_facts)
         if args.append_costs:
             return append_costs(args, workload, run_id, run_facts)
+        if args.append_writers:
+            return append_writers(args, workload, run_id, run_facts)
         if args.versus_worker:
             from ledger_bench_versus import serve
 
@@ -338,6 +371,19 @@ def append_costs(args, workload: Workload, run_id: str, run_facts: dict) -> int:
         log(f"run added to {args.costs_out}")
     log(json.dumps(result, indent=1))
     return 0
+
+
+def append_writers(args, workload: Workload, run_id: str, run_facts: dict) -> int:
+    from ledger_bench_writers import write, writer_rounds
+
+    fill(workload, args.ratio_at, args.batch_size, time.monotonic() + args.max_fill_minutes * 60)
+    result = writer_rounds(workload, url=args.pg_url, writers=args.append_writers, rounds=args.writers_rounds,
+                           seconds=args.writers_seconds, raw_seconds=args.writers_raw_seconds)
+    if not args.no_write:
+        write(args.writers_out, run_id, {**run_facts, **result})
+        log(f"run added to {args.writers_out}")
+    log(json.dumps({n: spread["median"] for n, spread in result["by_writers"].items()}, indent=1))
+    return 0 if result["verify"]["ok"] else 1
 
 
 def append_versus(args, command: str) -> int:

@@ -2,9 +2,11 @@
 
 Each driver call of an append (a round trip: the reads with BEGIN and the lock; the writes with
 COMMIT) timed on its own: wall, this process's CPU, and the server backend's CPU
-(/proc/PID/schedstat, the server being on this machine). Then the state of the tables every
-append updates (pages, live and dead row versions, the share of in-place updates): this server
-runs without autovacuum, so what the appends leave behind stays.
+(/proc/PID/schedstat, the server being on this machine), and the wall from the start of the call
+that sends BEGIN and the chain lock to the return of the call that sends COMMIT, for which the
+chain lock is held at most (`RoundTrips`, which benchmarks/ledger_bench_writers.py also uses).
+Then the state of the tables every append updates (pages, live and dead row versions, the share
+of in-place updates): this server runs without autovacuum, so what the appends leave behind stays.
 """
 from __future__ import annotations
 
@@ -30,37 +32,64 @@ def append_costs(workload: Workload, *, appends: int) -> dict:
             "tables_after": _tables()}
 
 
-def _round_trips(workload: Workload, appends: int, pid: int, append) -> dict:
-    from django.db import connection
+READS, WRITES = "reads (BEGIN, lock, reads)", "writes (one statement, COMMIT)"
 
-    totals: dict[str, list[float]] = {}
 
-    def timed(execute, sql, params, many, context):
-        wall, cpu, server = time.perf_counter(), time.process_time(), _backend_cpu_s(pid)
+class RoundTrips:
+    """An execute wrapper that times an append's driver calls by kind: calls, wall, this process's
+    CPU and, given the backend's pid, the backend's CPU (two reads of /proc a call, the costly part:
+    without a pid the wrapper is cheap enough to leave on while appends are counted); and the wall
+    from the start of the call that sends BEGIN and the chain lock to the return of the call that
+    sends COMMIT, for which the chain lock is held at most."""
+
+    def __init__(self, backend_pid: int | None = None) -> None:
+        self.pid = backend_pid
+        self.totals: dict[str, list[float]] = {}  # kind: [calls, wall s, client CPU s, server CPU s]
+        self.begun = 0.0
+        self.begin_to_commit_s = 0.0
+
+    def __call__(self, execute, sql, params, many, context):
+        wall, cpu, server = time.perf_counter(), time.process_time(), self._server_cpu_s()
+        if sql.startswith("BEGIN"):
+            self.begun = wall
         try:
             return execute(sql, params, many, context)
         finally:
-            kind = "reads (BEGIN, lock, reads)" if sql.startswith("BEGIN") else \
-                "writes (one statement, COMMIT)" if sql.endswith("COMMIT") else sql.split(None, 1)[0]
-            entry = totals.setdefault(kind, [0, 0.0, 0.0, 0.0])
+            ended = time.perf_counter()
+            if sql.endswith("COMMIT"):
+                self.begin_to_commit_s += ended - self.begun
+            kind = READS if sql.startswith("BEGIN") else WRITES if sql.endswith("COMMIT") else sql.split(None, 1)[0]
+            entry = self.totals.setdefault(kind, [0, 0.0, 0.0, 0.0])
             entry[0] += 1
-            entry[1] += time.perf_counter() - wall
+            entry[1] += ended - wall
             entry[2] += time.process_time() - cpu
-            entry[3] += _backend_cpu_s(pid) - server
+            entry[3] += self._server_cpu_s() - server
 
+    def _server_cpu_s(self) -> float:
+        return _backend_cpu_s(self.pid) if self.pid else 0.0
+
+    def wall_s(self, kind: str) -> float:
+        return self.totals.get(kind, [0, 0.0])[1]
+
+
+def _round_trips(workload: Workload, appends: int, pid: int, append) -> dict:
+    from django.db import connection
+
+    timer = RoundTrips(pid)
     events = list(workload.batch(appends))
     wall, cpu, server = time.perf_counter(), time.process_time(), _backend_cpu_s(pid)
-    with connection.execute_wrapper(timed):
+    with connection.execute_wrapper(timer):
         for new in events:
             append(new)
     whole = {"appends_per_s": round(appends / (time.perf_counter() - wall), 1),
              "wall_ms": round((time.perf_counter() - wall) / appends * 1e3, 3),
              "client_cpu_ms": round((time.process_time() - cpu) / appends * 1e3, 3),
-             "server_cpu_ms": round((_backend_cpu_s(pid) - server) / appends * 1e3, 3)}
+             "server_cpu_ms": round((_backend_cpu_s(pid) - server) / appends * 1e3, 3),
+             "begin_to_commit_ms": round(timer.begin_to_commit_s / appends * 1e3, 3)}
     per_call = {kind: {"calls": n, "wall_ms_per_append": round(w / appends * 1e3, 3),
                        "client_cpu_ms_per_append": round(c / appends * 1e3, 3),
                        "server_cpu_ms_per_append": round(s / appends * 1e3, 3)}
-                for kind, (n, w, c, s) in totals.items()}
+                for kind, (n, w, c, s) in timer.totals.items()}
     return {"per_append": whole, "per_driver_call": per_call}
 
 

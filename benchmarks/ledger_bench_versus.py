@@ -121,8 +121,9 @@ def interleave(workers: dict, *, url: str, rounds: int, per_round: int) -> list[
     return per_round_facts
 
 
-def summary(rounds: list[dict]) -> dict:
-    keys = [key for key in rounds[0] if key not in ("round", "load_1m_at_start")]
+def summary(rounds: list[dict], skip: tuple[str, ...] = ("round", "load_1m_at_start")) -> dict:
+    """Median, min and max over the rounds of every key but `skip`."""
+    keys = [key for key in rounds[0] if key not in skip]
     return {"median": {key: round(statistics.median(r[key] for r in rounds), 3) for key in keys},
             "min": {key: min(r[key] for r in rounds) for key in keys},
             "max": {key: max(r[key] for r in rounds) for key in keys}}
