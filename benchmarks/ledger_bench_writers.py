@@ -15,10 +15,10 @@ window. Around each window, half before and half after, the same N processes run
 one-row INSERT commits on autocommit connections (benchmarks/pg_commit_rate.py), so the raw
 rate and the append rate come from the same stretch of the machine. Each writer measures its own
 CPU and its backend's (/proc/PID/schedstat, the server being on this machine) and times its
-appends' two driver calls (benchmarks/ledger_bench_costs.py's `RoundTrips`, wall only): from the
-start of the call that sends BEGIN and the lock to the return of COMMIT's, with one writer the
-chain lock's hold time (at most), with more the wait for the lock too; from the return of the
-first call to COMMIT's, a part of the hold whatever N. The coordinator measures the whole
+appends' two driver calls (benchmarks/ledger_bench_costs.py's `RoundTrips`, without its /proc
+reads): from the start of the call that sends BEGIN and the lock to the return of COMMIT's, with
+one writer the chain lock's hold time (at most), with more the wait for the lock too; from the
+return of the first call to COMMIT's, a time the lock is held whatever N. The coordinator measures the whole
 machine's busy CPU (/proc/stat), which also holds the WAL writer's and any other work. The rounds
 take the N values in turn, rotated each round. The ledger grows through the run; it is verified
 at the end.
@@ -179,13 +179,14 @@ def _machine_cpu() -> tuple[int, int, int]:
 
 def _lock_times(appends: list[list[float]], done: int, rate: float) -> dict:
     """Per append, from the writers' driver-call timings: BEGIN to COMMIT (with one writer the
-    lock's hold time at most; with more, the wait for the lock too), its two calls, the Python
-    between them, and the share of the window the lock was held at least (from the first call's
-    return to COMMIT's, every append of the window: the lock is the limit where it nears 1)."""
+    lock's hold time at most; with more, the wait for the lock too), its two calls and the Python
+    between them. And the rate times (Python between + round trip 2), about the share of the
+    window in which the lock was held: above it by the way back of COMMIT's answer, which follows
+    the release, below it by the first call's reads after the grant. Near 1, the lock is never free."""
     span, first, second = (sum(a[i] for a in appends) / done * 1e3 for i in (4, 5, 6))
     return {"begin_to_commit_ms": round(span, 3), "round_trip_1_ms": round(first, 3),
             "python_between_ms": round(span - first - second, 3), "round_trip_2_ms": round(second, 3),
-            "lock_held_share_at_least": round(rate * (span - first) / 1e3, 3)}
+            "lock_busy_share": round(rate * (span - first) / 1e3, 3)}
 
 
 def write(path: Path, run_id: str, run: dict) -> None:
@@ -203,7 +204,7 @@ def markdown_tables(data: dict) -> str:
              "machine CPU per append (ms) |",
              "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     locks = ["| run | writers | BEGIN → COMMIT (ms) | round trip 1 | Python between | round trip 2 | "
-             "lock held, share of the window (at least) | 1 ÷ (Python between + round trip 2), appends/s |",
+             "appends/s × (Python between + round trip 2) | 1 ÷ (Python between + round trip 2), appends/s |",
              "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for run_id, run in sorted(data.get("runs", {}).items()):
         machine = run["machine"]
@@ -216,6 +217,6 @@ def markdown_tables(data: dict) -> str:
                          f"{median['machine_cpu_ms_per_append']:.2f} |")
             locks.append(f"| `{run_id}` | {n} | {cell(spread, 'begin_to_commit_ms', '{:.2f}')} | "
                          f"{median['round_trip_1_ms']:.2f} | {median['python_between_ms']:.2f} | "
-                         f"{median['round_trip_2_ms']:.2f} | {cell(spread, 'lock_held_share_at_least', '{:.2f}')} | "
+                         f"{median['round_trip_2_ms']:.2f} | {cell(spread, 'lock_busy_share', '{:.2f}')} | "
                          f"{1e3 / (median['python_between_ms'] + median['round_trip_2_ms']):,.0f} |")
     return "\n".join(rates) + "\n\n" + "\n".join(locks)
