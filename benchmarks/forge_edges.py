@@ -103,9 +103,11 @@ def run(options: argparse.Namespace) -> int:
     from measurement.services import load_matrix
 
     initialise_ledger(f"edge shapes ({options.backend}, scratch)", ACTOR)
-    imported, _ = import_ledger(Path(options.ledger), ACTOR)
     edge_set = read_edges(options.edges)
+    # Before the import, as forge_campaign loads its matrix: an earlier call's export already holds
+    # the edges' CaseDefined, imported with its origin, which a later load would refuse as a conflict.
     load_matrix(edge_set.name, ACTOR)
+    imported, _ = import_ledger(Path(options.ledger), ACTOR)
     log(f"imported {imported} events from {options.ledger}; {len(edge_set.edges)} edges of {edge_set.name} "
         f"borrow the kernels of the matrix {edge_set.matrix}")
     out = Path(options.out)

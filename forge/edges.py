@@ -50,6 +50,12 @@ class EdgeSet:
     edges: list[EdgeShape]
 
 
+def edge_set_names() -> set[str]:
+    """The matrix files that are edge files (they name the `matrix` they test and `why`): their
+    cases are reported beside the matrices, never in a matrix's headline figures."""
+    return {path.stem for path in MATRIX_DIR.glob("*.json") if {"matrix", "why"} <= set(json.loads(path.read_text()))}
+
+
 def read_edges(name: str) -> EdgeSet:
     """The edge file fixtures/matrices/NAME.json; MeasurementError naming what is wrong with it."""
     path = MATRIX_DIR / f"{name}.json"

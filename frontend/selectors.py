@@ -13,6 +13,7 @@ from typing import Any, Iterable
 from django.db.models import Count, Q
 
 from appgate.models import AppRow
+from forge.edges import edge_set_names
 from forge.models import CaseCampaign, IdeaEntry, MapCell, PerfEntry, RoundRow
 from ledger.models import Event
 from ledger.records import RecordedEvent
@@ -38,6 +39,14 @@ def positions(event_ids: Iterable[str]) -> dict[str, int]:
     """Ledger positions of events by id, in one query (links to the event pages)."""
     ids = [i for i in {_uuid(str(i)) for i in event_ids if i} if i]
     return {str(k): v for k, v in Event.objects.filter(event_id__in=ids).values_list("event_id", "position")} if ids else {}
+
+
+def edge_shape_cases() -> set[str]:
+    """Cases defined only by edge files (forge.edges): generalisation measurements of kernels
+    admitted elsewhere, which the dashboard counts apart from the matrices' rows and figures."""
+    edge_sets = edge_set_names()
+    return {row["case"] for row in CaseRow.objects.values("case", "matrices")
+            if row["matrices"] and set(row["matrices"]) <= edge_sets}
 
 
 def dashboard_counts(event_types: dict[str, int], operator_rows: list[dict]) -> dict[str, Any]:

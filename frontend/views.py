@@ -40,12 +40,15 @@ def plotly_js(request: HttpRequest) -> FileResponse:
 
 def dashboard(request: HttpRequest) -> HttpResponse:
     """Every number here comes from projections or an index (no COUNT over the events)."""
-    app_rows, operator_rows = tables.application_rows(), tables.operator_rows()
+    app_rows, every_operator_row = tables.application_rows(), tables.operator_rows()
+    edges = selectors.edge_shape_cases()
+    operator_rows = [row for row in every_operator_row if row["case"] not in edges]
     apps = [row for row in app_rows if row["status"] in tables.STANDING and row["real"]]
     status = ledger_selectors.status()
     return render(request, "frontend/dashboard.html", {
         "status": status,
-        "counts": selectors.dashboard_counts(status["event_types"], operator_rows),
+        "counts": {**selectors.dashboard_counts(status["event_types"], operator_rows),
+                   "edge_rows": len(every_operator_row) - len(operator_rows)},
         "figures": tables.headline_figures(operators=operator_rows, applications=app_rows),
         "targets": TARGETS,
         "distribution": plots.speedup_distribution([row["headline"] for row in apps]),

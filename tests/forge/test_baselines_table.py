@@ -65,7 +65,8 @@ def test_every_case_has_a_halide_cell_and_every_diamond_a_composed_cell_from_its
     assert len(matrix) == 37 and set(table_rows) == set(matrix) == set(data["cases"]) == set(latest)
     for case in matrix:
         event = latest[case]["event"]
-        assert latest[case]["when"].startswith("2026-12-01"), case  # not the 2026-11-30 re-runs
+        # the issue-15 re-gate or a later re-run (session 25's), never the 2026-11-30 re-runs before Halide
+        assert latest[case]["when"][:10] >= "2026-12-01", case
         assert data["cases"][case]["event"]["position"] == event["position"]
         timed = {v["name"]: v["timing"] for v in event["payload"]["variants"]}
         halide = timed["halide"]

@@ -3,18 +3,21 @@ gated unchanged on an edge shape of its type and precision on the CPU backend, r
 generalisation measurement, and reported beside the matrix by benchmarks/operator_table.py."""
 import json
 import math
+import os
+import subprocess
 import sys
 from pathlib import Path
 
 from forge.edges import edge_measured, lenders, read_edges, standing_matrix_cases
 from forge.events import edge_stream
+from ledger.checkpoints import public_key_text, signing_key
 from ledger.models import Event
 from ledger.selectors import stream_events
 from ledger.transfer import export_ledger
 from measurement.backends.base import Kernel
 from measurement.harness.cases import parse_case
 from measurement.selectors import standing_operator_results
-from measurement.services import gate_candidate, matrix_cases, result_key, source_hash
+from measurement.services import gate_candidate, load_matrix, matrix_cases, result_key, source_hash
 from tests.forge.fixtures import CASE, HONEST, QUICK
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -127,3 +130,26 @@ def test_geometric_means_pair_each_edge_with_its_matrix_case(tmp_path):
     means = f"matrix cases **{math.sqrt(16):.2f}x**, edge shapes **{math.sqrt(4):.2f}x** over their own bounds"
     assert f"{means} (edge / matrix 0.50)" in text
     assert "| box_1/16x128x128/f32 | thin |" in text and "rejected (correct): x" in text
+
+
+def test_a_later_call_continues_from_the_export_of_an_earlier_one(ledger, tmp_path):
+    """The script's own advice ("give this export as --ledger to measure the rest") works: the second
+    call imports an export that already defines the edge cases (session 25's second H200 call was
+    refused with an IdempotencyConflict on CaseDefined: the import came before the edges' load)."""
+    load_matrix("cpu", "user:test")
+    first_in = export(tmp_path)
+    env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
+    env["LEDGER_TRUSTED_PUBLIC_KEYS"] = public_key_text(signing_key())
+    exports = [first_in]
+    for call in ("first", "second"):
+        out = tmp_path / f"{call}.jsonl"
+        env["FORGESTENCIL_VAR_DIR"] = str(tmp_path / f"var-{call}")
+        done = subprocess.run(
+            [sys.executable, "benchmarks/forge_edges.py", "--backend", "cpu", "--ledger", str(exports[-1]), "--out", str(out),
+             "--only", "no/such/edge"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        env["LEDGER_TRUSTED_PUBLIC_KEYS"] += "," + json.loads(out.read_text().splitlines()[-1])["payload"]["public_key"]
+        exports.append(out)
+    defined = [json.loads(line)["payload"]["case"] for line in exports[-1].read_text().splitlines()
+               if '"type":"CaseDefined"' in line]
+    assert defined.count(SLAB) == 2  # the second call's own, and the first call's imported with its origin
