@@ -190,7 +190,6 @@ def _counts(text: str) -> list[int]:
     return counts
 
 
-
 def run_in_snapshot(args, command: str, argv: list[str]) -> int:
     """Re-run this script from `git archive <ref>` in a temp dir, so edits made to the working
     tree while a long benchmark runs (imports happen lazily) cannot leak into it."""

@@ -24,7 +24,8 @@ from measurement.backends.base import Kernel, Variant
 from measurement.harness.cases import Case, parse_case
 from measurement.harness.isolation import SandboxUnavailable, run_isolated
 from measurement.harness.isolation import describe as isolation_description
-from measurement.harness.judge import Correctness, correctness_from_failure, judge_checks, summarise_timing
+from measurement.harness.judge import (JUDGE_THREADS, Correctness, check_reference, correctness_from_failure, judge_checks,
+                                      summarise_timing)
 from measurement.harness.plan import DEFAULT_PROTOCOL, ProtocolSettings, check_plan, timing_spec
 from measurement.harness.protocol import CheckSpec, TimingRun, TimingSpec, check_variant, time_variants
 from measurement.harness.session_info import baseline_session
@@ -172,14 +173,19 @@ def measure(
     given = {bound.variant.name: bound.variant for bound in composed}
     reports: dict[str, VariantReport] = {}
     floors: dict[str, float] = {}
-    references: dict = {}  # each check's float64 reference, computed once for all variants
+    # Each check's float64 reference is computed once for all variants, and the variants are judged
+    # side by side (numpy releases the GIL): the judging is the parent's CPU work, 4M points a check on a GPU.
+    with ThreadPoolExecutor(max_workers=JUDGE_THREADS) as pool:
+        references = dict(zip(specs, pool.map(lambda spec: check_reference(case, spec), specs)))
+        judged = {name: pool.submit(judge_checks, case, specs, runs, references=references)
+                  for name, runs in baseline_runs.items() if not isinstance(runs, str)}
     for name, runs in baseline_runs.items():
         variant = given.get(name) or Variant(name, straightforward if name == "straightforward" else None, "baseline",
                                              schedules.get(name))
         if isinstance(runs, str):
             correctness = Correctness(False, "runtime_error", runs)
         else:
-            correctness = judge_checks(case, specs, runs, references=references)
+            correctness = judged[name].result()
         if name == "straightforward":
             if not correctness.correct:
                 raise MeasurementError(f"the harness's straightforward kernel failed its own checks: {correctness.detail}")
@@ -187,9 +193,12 @@ def measure(
         reports[name] = VariantReport(variant, description["precisions"].get(name, case.precision), correctness,
                                       identity=description.get("identities", {}).get(name, {}))
     # A candidate that fails its checks ends the measurement before anything is timed.
+    with ThreadPoolExecutor(max_workers=JUDGE_THREADS) as pool:
+        held = {v.name: pool.submit(judge_checks, case, specs, checked[v.name][1], floors, references)
+                for v in own_child if checked[v.name][0] is None}
     for variant in own_child:
-        failure, runs = checked[variant.name]
-        correctness = failure if failure is not None else judge_checks(case, specs, runs, floors, references)
+        failure = checked[variant.name][0]
+        correctness = failure if failure is not None else held[variant.name].result()
         reports[variant.name] = VariantReport(variant, case.precision, correctness)
         if variant.role == "candidate" and not correctness.correct:
             return MeasurementReport(case, backend, description, reports, protocol, {"checks": seed})
