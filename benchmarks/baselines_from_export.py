@@ -97,7 +97,7 @@ def build(path: Path, command: str) -> dict:
                       "ledger_id": (event.get("origin") or {}).get("ledger_id") or source["ledger_id"]},
         }
     last = max(chosen, key=time_of_record)["payload"]
-    device = {k: v for k, v in last["description"].items() if k not in ("identities", "precisions")}
+    device = {k: v for k, v in last["description"].items() if k not in ("identities", "precisions", "baseline_seconds")}
     selection = (f"the latest CandidateMeasured whose hypothesis is \"{RERUN}\" (by time of record), its public "
                  "baselines only (the standing kernel's verdicts are in h200_operator_table.md)")
     return {"matrix": "gpu", "source": source | {"selection": selection, "command": command, "previous": PREVIOUS},

@@ -1,7 +1,9 @@
 #!/usr/bin/env python
 """Where a gate's wall time goes: the fixed costs of a child (spawn, imports, CUDA context) and,
 per case, every harness child and parent-side judgement of one `measurement.services.measure`
-with a candidate (the straightforward kernel), in order.
+with a candidate (the straightforward kernel), in order (the judgements of one measurement run
+side by side in threads since session 25, so their seconds overlap), and inside the baselines'
+child each baseline's preparation and checks (`baseline_seconds`, which every measurement records).
 
 A whole-matrix gate re-run must fit in minutes (issue 7), so the per-case cost has to be known
 before it is cut. On the device machine (docs/gpu.md):
@@ -79,9 +81,13 @@ def run(options) -> dict:
         began = time.perf_counter()
         report = services.measure(case_id, options.backend, Kernel(source, launch))
         total = time.perf_counter() - began
+        split = report.description.get("baseline_seconds", {})  # inside the baselines' child
         result["cases"].append({"case": case_id, "total_seconds": round(total, 3), "phases": list(log),
-                                "attempts": report.attempts})
-        print(f"{case_id}: {total:.1f} s " + ", ".join(f"{p['phase']} {p['seconds']:.1f}" for p in log), file=sys.stderr, flush=True)
+                                "baseline_seconds": split, "attempts": report.attempts})
+        print(f"{case_id}: {total:.1f} s " + ", ".join(f"{p['phase']} {p['seconds']:.1f}" for p in log)
+              + "; the baselines' child: " + ", ".join(f"{name} {t['prepare']:.1f}+{t['checks']:.1f}"
+                                                       for name, t in split.items() if name != "session"),
+              file=sys.stderr, flush=True)
     return result
 
 

@@ -7,6 +7,7 @@ child (schedule_session).
 """
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from measurement.backends import get_backend
@@ -31,9 +32,13 @@ def baseline_session(backend_name: str, case_id: str, specs: list[CheckSpec], sc
     variants += [Variant(name, schedule=(schedules or {}).get(name)) for name in backend.baseline_names(case)
                  if name != "straightforward"]
     variants += extra or []
-    precisions, identities, runs = check_each(backend, case, variants, specs)
+    began = time.perf_counter()
+    precisions, identities, runs, seconds = check_each(backend, case, variants, specs)
     description = {**backend.describe(), "precisions": {"straightforward": case.precision, **precisions},
-                   "identities": identities}
+                   "identities": identities,
+                   # where this child's time went (the whole-matrix re-run's budget): each baseline's
+                   # preparation (code generation, compilation, library set-up) and checks
+                   "baseline_seconds": {**seconds, "session": round(time.perf_counter() - began, 3)}}
     return description, straightforward, runs
 
 
@@ -49,23 +54,31 @@ def schedule_session(backend_name: str, case_id: str, library: str,
     if family is None:
         raise ValueError(f"the {backend_name} backend has no schedule families (Backend.baseline_schedules)")
     version, schedules = family(case, library)
-    _, _, runs = check_each(backend, case, [scheduled(library, name) for name in schedules], specs)
+    _, _, runs, _ = check_each(backend, case, [scheduled(library, name) for name in schedules], specs)
     return version, schedules, {name: runs[scheduled(library, name).name] for name in schedules}
 
 
 def check_each(backend, case: Case, variants: list[Variant], specs: list[CheckSpec]) -> tuple[
-        dict[str, str], dict[str, dict[str, Any]], dict[str, list[CheckRun] | str]]:
-    """({name: precision}, {name: identity}, {name: check runs or error}) of each variant, prepared
-    once and checked in this child; a variant that cannot run here is reported, not fatal."""
+        dict[str, str], dict[str, dict[str, Any]], dict[str, list[CheckRun] | str], dict[str, dict[str, float]]]:
+    """({name: precision}, {name: identity}, {name: check runs or error}, {name: {"prepare": s,
+    "checks": s}}) of each variant, prepared once and checked in this child; a variant that cannot
+    run here is reported, not fatal."""
     precisions: dict[str, str] = {}
     identities: dict[str, dict[str, Any]] = {}
     runs: dict[str, list[CheckRun] | str] = {}
+    seconds: dict[str, dict[str, float]] = {}
     for variant in variants:
+        began = time.perf_counter()
+        prepared_at = None
         try:
             prepared = prepare_variant(backend, case, variant)
+            prepared_at = time.perf_counter()
             precisions[variant.name] = prepared.precision
             identities[variant.name] = dict(getattr(prepared, "identity", None) or {})
             runs[variant.name] = run_checks(backend, case, prepared, specs)
         except Exception as exc:  # reported, not fatal
             runs[variant.name] = f"{type(exc).__name__}: {exc}"
-    return precisions, identities, runs
+        ended = time.perf_counter()
+        prepare_end = prepared_at if prepared_at is not None else ended
+        seconds[variant.name] = {"prepare": round(prepare_end - began, 3), "checks": round(ended - prepare_end, 3)}
+    return precisions, identities, runs, seconds
