@@ -81,6 +81,7 @@ from pathlib import Path
 
 from ledger_bench_measure import (fill, fill_direct, measure_batched, measure_rebuild, measure_single, measure_verify,
                                   median_of, projection_rows)
+from ledger_bench_modes import append_mode, append_versus
 from ledger_bench_results import load_results, markdown_table, merge_and_write
 from ledger_bench_setup import (ROOT, Workload, database_bytes, drop_database, event_count, log, machine_facts,
                                 prepare_database, setup_django, snapshot)
@@ -264,14 +265,8 @@ def main(argv=None) -> int:
 
         for new in workload.batch(args.warmup):  # warm caches, connection, pydantic, prepared statements
             append(new)
-        if args.append_ratio:
-            return append_ratio(args, workload, run_id, run_facts)
-        if args.append_profile:
-            return append_profile(args, workload, run_id, run_facts)
-        if args.append_costs:
-            return append_costs(args, workload, run_id, run_facts)
-        if args.append_writers:
-            return append_writers(args, workload, run_id, run_facts)
+        if args.append_ratio or args.append_profile or args.append_costs or args.append_writers:
+            return append_mode(args, workload, run_id, run_facts)
         if args.versus_worker:
             from ledger_bench_versus import serve
 
@@ -332,70 +327,6 @@ def main(argv=None) -> int:
         log(f"results merged into {args.out}")
         log(json.dumps(load_results(args.out).get("targets", {}), indent=2))
     return 1 if failed else 0
-
-
-def append_ratio(args, workload: Workload, run_id: str, run_facts: dict) -> int:
-    from ledger_bench_ratio import interleaved_rounds, write
-
-    fill(workload, args.ratio_at, args.batch_size, time.monotonic() + args.max_fill_minutes * 60)
-    result = interleaved_rounds(workload, url=args.pg_url, rounds=args.ratio_rounds, per_round=args.ratio_appends,
-                                profile_dir=args.profile)
-    run = {**run_facts, **result}
-    if not args.no_write:
-        write(args.ratio_out, run_id, run)
-        log(f"run added to {args.ratio_out}")
-    log(json.dumps({k: result[k] for k in ("appends_per_s", "raw_commits_per_s", "ratio_appends_to_raw_commits")}))
-    return 0
-
-
-def append_profile(args, workload: Workload, run_id: str, run_facts: dict) -> int:
-    from ledger_bench_profile import profile_appends, write
-
-    fill(workload, args.ratio_at, args.batch_size, time.monotonic() + args.max_fill_minutes * 60)
-    result = profile_appends(workload, rounds=args.profile_rounds, per_round=args.profile_appends)
-    if not args.no_write:
-        write(args.profile_out, run_id, {**run_facts, "ledger_events_before": args.ratio_at, **result})
-        log(f"run added to {args.profile_out}")
-    log(json.dumps({"plain": result["plain"], "components": result["profiled"]["components"]}, indent=1))
-    return 0
-
-
-def append_costs(args, workload: Workload, run_id: str, run_facts: dict) -> int:
-    from ledger_bench_costs import append_costs as measure, write
-
-    fill(workload, args.ratio_at, args.batch_size, time.monotonic() + args.max_fill_minutes * 60)
-    result = measure(workload, appends=args.costs_appends)
-    if not args.no_write:
-        write(args.costs_out, run_id, {**run_facts, "ledger_events_before": args.ratio_at, **result})
-        log(f"run added to {args.costs_out}")
-    log(json.dumps(result, indent=1))
-    return 0
-
-
-def append_writers(args, workload: Workload, run_id: str, run_facts: dict) -> int:
-    from ledger_bench_writers import write, writer_rounds
-
-    fill(workload, args.ratio_at, args.batch_size, time.monotonic() + args.max_fill_minutes * 60)
-    result = writer_rounds(workload, url=args.pg_url, writers=args.append_writers, rounds=args.writers_rounds,
-                           seconds=args.writers_seconds, raw_seconds=args.writers_raw_seconds)
-    if not args.no_write:
-        write(args.writers_out, run_id, {**run_facts, **result})
-        log(f"run added to {args.writers_out}")
-    log(json.dumps({n: spread["median"] for n, spread in result["by_writers"].items()}, indent=1))
-    return 0 if result["verify"]["ok"] else 1
-
-
-def append_versus(args, command: str) -> int:
-    from ledger_bench_versus import compare, write
-
-    run_id = f"postgres-{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%SZ')}"
-    log(f"ledger bench {run_id}: {command}")
-    run = compare(args, command)
-    if not args.no_write:
-        write(args.versus_out, run_id, run)
-        log(f"run added to {args.versus_out}")
-    log(json.dumps(run["median"]))
-    return 0
 
 
 if __name__ == "__main__":

@@ -15,10 +15,7 @@ import time
 from pathlib import Path
 
 from ledger_bench_setup import Workload
-
-
-def _backend_cpu_s(pid: int) -> float:
-    return int(Path(f"/proc/{pid}/schedstat").read_text().split()[0]) / 1e9
+from ledger_bench_versus import backend_cpu_s
 
 
 def append_costs(workload: Workload, *, appends: int) -> dict:
@@ -66,7 +63,7 @@ class RoundTrips:
             entry[3] += self._server_cpu_s() - server
 
     def _server_cpu_s(self) -> float:
-        return _backend_cpu_s(self.pid) if self.pid else 0.0
+        return backend_cpu_s(self.pid) if self.pid else 0.0
 
     def wall_s(self, kind: str) -> float:
         return self.totals.get(kind, [0, 0.0])[1]
@@ -77,14 +74,14 @@ def _round_trips(workload: Workload, appends: int, pid: int, append) -> dict:
 
     timer = RoundTrips(pid)
     events = list(workload.batch(appends))
-    wall, cpu, server = time.perf_counter(), time.process_time(), _backend_cpu_s(pid)
+    wall, cpu, server = time.perf_counter(), time.process_time(), backend_cpu_s(pid)
     with connection.execute_wrapper(timer):
         for new in events:
             append(new)
     whole = {"appends_per_s": round(appends / (time.perf_counter() - wall), 1),
              "wall_ms": round((time.perf_counter() - wall) / appends * 1e3, 3),
              "client_cpu_ms": round((time.process_time() - cpu) / appends * 1e3, 3),
-             "server_cpu_ms": round((_backend_cpu_s(pid) - server) / appends * 1e3, 3),
+             "server_cpu_ms": round((backend_cpu_s(pid) - server) / appends * 1e3, 3),
              "begin_to_commit_ms": round(timer.begin_to_commit_s / appends * 1e3, 3)}
     per_call = {kind: {"calls": n, "wall_ms_per_append": round(w / appends * 1e3, 3),
                        "client_cpu_ms_per_append": round(c / appends * 1e3, 3),
