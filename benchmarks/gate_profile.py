@@ -1,9 +1,10 @@
 #!/usr/bin/env python
 """Where a gate's wall time goes: the fixed costs of a child (spawn, imports, CUDA context) and,
 per case, every harness child and parent-side judgement of one `measurement.services.measure`
-with a candidate (the straightforward kernel), in order (the judgements of one measurement run
-side by side in threads since session 25, so their seconds overlap), and inside the baselines'
-child each baseline's preparation and checks (`baseline_seconds`, which every measurement records).
+with a candidate (the straightforward kernel), in order (since session 25 the parent judges the
+baselines together, then the candidate: two `judge_variants` phases where there was one
+`judge_checks` phase a variant), and inside the baselines' child each baseline's preparation and
+checks (`baseline_seconds`, which every measurement records).
 
 A whole-matrix gate re-run must fit in minutes (issue 7), so the per-case cost has to be known
 before it is cut. On the device machine (docs/gpu.md):
@@ -70,7 +71,7 @@ def run(options) -> dict:
     result["spawn_seconds"] = round(time.perf_counter() - began, 3)
     log: list = []
     services.run_isolated = timed(log, "child", services.run_isolated)
-    services.judge_checks = timed(log, "parent judge_checks", services.judge_checks)
+    services.judge_variants = timed(log, "parent judge_variants", services.judge_variants)
     services.summarise_timing = timed(log, "parent summarise_timing", services.summarise_timing)
     result["cases"] = []
     for case_id in options.cases.split(","):

@@ -13,7 +13,7 @@ NaN-poisoned arrays as the harness returns them.
         --out docs/benchmarks/judge_speed.json
 
 `before`: one variant after the other, the stale-result and constant-output tests on the whole array
-(the code of commit 2baa0e3). `now`: measure()'s thread pool and the middle-row shortcuts. Both
+(the code of commit 2baa0e3). `now`: judge_variants, as measure() calls it, with the middle-row shortcuts. Both
 judge the same outputs; the run fails if any verdict differs.
 """
 from __future__ import annotations
@@ -26,7 +26,6 @@ import statistics
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -74,14 +73,13 @@ def judge_before(case, specs, variant_runs, references):
 
 
 def judge_now(case, specs, variant_runs, references):
-    with ThreadPoolExecutor(max_workers=JUDGE_THREADS) as pool:
-        return list(pool.map(lambda runs: judge.judge_checks(case, specs, runs, references=references), variant_runs))
+    return list(judge.judge_variants(case, specs, dict(enumerate(variant_runs)), references).values())
 
 
 def measure_case(case_id: str, rounds: int) -> dict:
     case = parse_case(case_id)
     specs = check_plan(case, "cuda", 20261203)
-    references = {spec: judge.check_reference(case, spec) for spec in specs}
+    references = judge.check_references(case, specs)
     variant_runs = [outputs(case, specs, references, v) for v in range(VARIANTS)]
     times: dict[str, list[float]] = {"before": [], "now": []}
     for round_ in range(rounds):

@@ -24,7 +24,7 @@ from measurement.backends.base import Kernel, Variant
 from measurement.harness.cases import Case, parse_case
 from measurement.harness.isolation import SandboxUnavailable, run_isolated
 from measurement.harness.isolation import describe as isolation_description
-from measurement.harness.judge import (JUDGE_THREADS, Correctness, check_reference, correctness_from_failure, judge_checks,
+from measurement.harness.judge import (Correctness, check_references, correctness_from_failure, judge_variants,
                                       summarise_timing)
 from measurement.harness.plan import DEFAULT_PROTOCOL, ProtocolSettings, check_plan, timing_spec
 from measurement.harness.protocol import CheckSpec, TimingRun, TimingSpec, check_variant, time_variants
@@ -173,19 +173,16 @@ def measure(
     given = {bound.variant.name: bound.variant for bound in composed}
     reports: dict[str, VariantReport] = {}
     floors: dict[str, float] = {}
-    # Each check's float64 reference is computed once for all variants, and the variants are judged
-    # side by side (numpy releases the GIL): the judging is the parent's CPU work, 4M points a check on a GPU.
-    with ThreadPoolExecutor(max_workers=JUDGE_THREADS) as pool:
-        references = dict(zip(specs, pool.map(lambda spec: check_reference(case, spec), specs)))
-        judged = {name: pool.submit(judge_checks, case, specs, runs, references=references)
-                  for name, runs in baseline_runs.items() if not isinstance(runs, str)}
+    references = check_references(case, specs)
+    judged = judge_variants(case, specs, {name: runs for name, runs in baseline_runs.items() if not isinstance(runs, str)},
+                            references)
     for name, runs in baseline_runs.items():
         variant = given.get(name) or Variant(name, straightforward if name == "straightforward" else None, "baseline",
                                              schedules.get(name))
         if isinstance(runs, str):
             correctness = Correctness(False, "runtime_error", runs)
         else:
-            correctness = judged[name].result()
+            correctness = judged[name]
         if name == "straightforward":
             if not correctness.correct:
                 raise MeasurementError(f"the harness's straightforward kernel failed its own checks: {correctness.detail}")
@@ -193,12 +190,11 @@ def measure(
         reports[name] = VariantReport(variant, description["precisions"].get(name, case.precision), correctness,
                                       identity=description.get("identities", {}).get(name, {}))
     # A candidate that fails its checks ends the measurement before anything is timed.
-    with ThreadPoolExecutor(max_workers=JUDGE_THREADS) as pool:
-        held = {v.name: pool.submit(judge_checks, case, specs, checked[v.name][1], floors, references)
-                for v in own_child if checked[v.name][0] is None}
+    held = judge_variants(case, specs, {v.name: checked[v.name][1] for v in own_child if checked[v.name][0] is None},
+                          references, floors)
     for variant in own_child:
         failure = checked[variant.name][0]
-        correctness = failure if failure is not None else held[variant.name].result()
+        correctness = failure if failure is not None else held[variant.name]
         reports[variant.name] = VariantReport(variant, case.precision, correctness)
         if variant.role == "candidate" and not correctness.correct:
             return MeasurementReport(case, backend, description, reports, protocol, {"checks": seed})

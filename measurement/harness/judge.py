@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import os
 import statistics
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -24,7 +26,7 @@ from .rules import impossible_speed
 # can be exact on some inputs; a floor of 0 would reject any reordering).
 MIN_FLOOR = {"f16": 1e-4, "f32": 1e-7, "f64": 1e-15}
 
-# Threads that judge a measurement's variants side by side in the parent (numpy releases the GIL).
+# Threads that judge a measurement's variants side by side in the parent (judge_variants).
 JUDGE_THREADS = min(8, os.cpu_count() or 1)
 
 STATE_OF_REASON = {
@@ -159,6 +161,21 @@ def judge_checks(
         detail += f" (error {first.error:.3g}, tolerance {TOLERANCE[case.precision]:g}"
         detail += f", floor {first.floor:.3g})" if first.floor is not None else ")"
     return Correctness(False, first.problem, detail, results)
+
+
+def check_references(case: Case, specs: list[CheckSpec]) -> dict[CheckSpec, np.ndarray]:
+    """Each check's float64 reference, computed once for all the variants of a measurement."""
+    with ThreadPoolExecutor(max_workers=JUDGE_THREADS) as pool:
+        return dict(zip(specs, pool.map(partial(check_reference, case), specs)))
+
+
+def judge_variants(case: Case, specs: list[CheckSpec], runs: dict[str, list[CheckRun]],
+                   references: dict[CheckSpec, np.ndarray], floors: dict[str, float] | None = None) -> dict[str, Correctness]:
+    """judge_checks of every variant, side by side: the parent judges 4M points a check on a GPU,
+    one variant after another 0.4 s each on the H200, and numpy releases the GIL."""
+    with ThreadPoolExecutor(max_workers=JUDGE_THREADS) as pool:
+        judged = {name: pool.submit(judge_checks, case, specs, checks, floors, references) for name, checks in runs.items()}
+    return {name: future.result() for name, future in judged.items()}
 
 
 def case_check_shape(specs: list[CheckSpec]) -> tuple[int, ...]:
