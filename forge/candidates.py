@@ -33,8 +33,9 @@ def matrix_candidates(case: Case) -> list[tuple[str, dict, str, str]]:
     queue, after rows16/rows8/short4 all lost to the fair f16 kernel (the issue-15 re-gate). The
     3D constant-coefficient star stencils (star_R) get `planes` last (forge/handwritten_planes.py):
     the in-plane arms from a shared ring of input planes filled by cp.async and only the z arms in
-    registers, 40-64 registers a thread where rows16 took 94-168 for star_4; for star_1 it aims at
-    the L2 traffic of rows16's three rows a plane (the L2 at 88% on star_1/512^3 f32)."""
+    registers, 40-64 registers a thread where rows16 took 94-168 for star_4; for star_1 it aimed at
+    the L2 traffic of rows16's three rows a plane and lost on the H200 in f32 (docs/forge.md), and
+    is still offered to the f16 cases, which have not met it."""
     if case.stencil.time_steps != 1:
         source, launch, hypothesis = render_temporal(case)
         made = [(f"octa: hand-written composed octahedron, pair sums, {launch['tile'][0] // 32} x-points per thread",

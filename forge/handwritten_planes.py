@@ -41,7 +41,8 @@ f64) against the H200's 128 bytes a clock an SM (about 33 TB/s at 1.98 GHz) that
 shared bandwidth for star_4 in f32 and f16 and 54% for star_2 in f32 and f64: star_4 may end up
 limited by shared memory rather than DRAM, star_2 should not.
 Expected: star_4 from 40% (f32) and 20% (f16) of the copy bandwidth towards 70-80%, star_2 from
-63-75% towards 80-90%. Not yet measured on the H200.
+63-75% towards 80-90%. Measured on the H200 (session 25, docs/forge.md): star_4/512^3 66% (f32,
+admitted at 1.92x over tuned Halide) and 34% (f16, 1.14x); star_2 5-17% slower than short4.
 
 star_1 (offered since session 24) for another bottleneck: rows16 keeps star_1/512^3 f32 in 32
 registers at 95% achieved occupancy, yet at 76% of the DRAM bandwidth with the L2 at 88% of its
@@ -52,7 +53,8 @@ and below from the L2 where L1 misses them. planes reads a point into the SM (H 
 gives it 32 registers in f32, f16 and f64 (0 bytes spilled; 36, 38 and 56 under (512, 3)), four
 39 KiB blocks an SM (153 of 228 KiB): 100% theoretical occupancy. Expected: the star_1 f32 cases from
 73-91% of the copy bandwidth (issue 16's figures of 2026-12-01) towards 90%, if the L2 is what limits
-rows16 there; not yet measured on the H200.
+rows16 there. Measured on the H200 (session 25): 15-25% slower than rows8/short4 on star_1 256^3 and
+512^3 f32 (65-66% of copy against 75-82%), so the L2 was not what limited them.
 
 Odd shapes and unaligned arrays (nx not a multiple of V, or an array off the vector boundary) take
 per-lane scalar loads into the same shared tile and per-lane stores, in the same kernel.
