@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from functools import lru_cache
 
 from ledger.selectors import stream_events
 from ledger.services import NewEvent, append
@@ -50,17 +51,22 @@ class EdgeSet:
     edges: list[EdgeShape]
 
 
-def edge_set_names() -> set[str]:
-    """The matrix files that are edge files (they name the `matrix` they test and `why`): their
-    cases are reported beside the matrices, never in a matrix's headline figures."""
-    return {path.stem for path in MATRIX_DIR.glob("*.json") if {"matrix", "why"} <= set(json.loads(path.read_text()))}
+EDGE_KEYS = {"matrix", "why"}  # what makes a matrix file an edge file: the matrix it tests, a reason per shape
+
+
+@lru_cache(maxsize=1)
+def edge_set_names() -> frozenset[str]:
+    """The matrix files that are edge files: their cases are reported beside the matrices, never in
+    a matrix's headline figures. Read once a process (the dashboard asks on every request; the
+    files are fixtures)."""
+    return frozenset(path.stem for path in MATRIX_DIR.glob("*.json") if EDGE_KEYS <= set(json.loads(path.read_text())))
 
 
 def read_edges(name: str) -> EdgeSet:
     """The edge file fixtures/matrices/NAME.json; MeasurementError naming what is wrong with it."""
     path = MATRIX_DIR / f"{name}.json"
     data = json.loads(path.read_text()) if path.is_file() else None
-    if data is None or "matrix" not in data or "why" not in data:
+    if data is None or not EDGE_KEYS <= set(data):
         raise MeasurementError(f"{path} is not an edge file: it needs `matrix`, `why` and `cases` "
                                "(fixtures/matrices/gpu_edges.json is one)")
     edges, targeted = [], set(matrix_cases(data["matrix"]))
