@@ -88,6 +88,27 @@ for wheel in "$OUT"/*.whl; do
     done
 done
 echo "skipped (already on the device): ${removed[*]:-none}"
+# Django's translations (5.5 of its 8.3 MB) serve no purpose on the device, which shows no page:
+# the wheel is rewritten without the .mo/.po files of other languages than English, and its RECORD
+# without their lines, so the carried tree keeps room for an export and the Halide objects.
+"$PY" - "$OUT"/django-*.whl <<'PY'
+import sys, zipfile, os
+path = sys.argv[1]
+def dropped(name):
+    return "/locale/" in name and name.endswith((".mo", ".po")) and "/locale/en/" not in name
+slim = path + ".slim"
+with zipfile.ZipFile(path) as source, zipfile.ZipFile(slim, "w", zipfile.ZIP_DEFLATED) as target:
+    for info in source.infolist():
+        if dropped(info.filename):
+            continue
+        data = source.read(info)
+        if info.filename.endswith(".dist-info/RECORD"):
+            lines = data.decode().splitlines(keepends=True)
+            data = "".join(line for line in lines if not dropped(line.split(",")[0])).encode()
+        target.writestr(info, data)
+os.replace(slim, path)
+print(f"django wheel without translations: {os.path.getsize(path) / 2**20:.1f} MiB")
+PY
 ls -1 "$OUT"
 # device_carry/halide (scripts/halide_aot.py) travels in the same call when the Halide baseline is run
 wheels_kb=$(du -sk "$OUT" "$BWRAP_OUT" $(ls -d device_carry/halide 2>/dev/null) | awk '{s+=$1} END {print s}')
