@@ -21,6 +21,7 @@ from measurement.models import CaseRow, OperatorResult
 
 from .models import RerunRow
 from .recorded import stamp_times, time_of_record
+from .tables import STANDING
 
 BRANCH_EVENTS = ("BranchOpened", "BranchMerged", "BranchDropped")
 
@@ -63,7 +64,8 @@ def dashboard_counts(event_types: dict[str, int], operator_rows: list[dict]) -> 
         "rows_by_backend": {backend: len(names) for backend, names in sorted(by_backend.items())},
         "cases": len(cases),
         "shared_cases": sum(1 for case in cases if sum(case in names for names in by_backend.values()) > 1),
-        "operator_results": sum(1 for row in operator_rows if row["status"] != "none"),
+        "operator_standing": sum(1 for row in operator_rows if row["status"] in STANDING),
+        "operator_retracted": sum(1 for row in operator_rows if row["status"] == "retracted"),
         "applications": AppRow.objects.count(),
         "campaigns": event_types.get("CampaignStarted", 0),
         "rounds": event_types.get("RoundStarted", 0),

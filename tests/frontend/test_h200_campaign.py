@@ -109,6 +109,9 @@ def test_a_fresh_clone_browses_the_h200_campaign(db, client, capsys):
     assert f"{len(cpu_rows) + 36} distinct cases, 1 of them in a matrix of each backend" in counts
     # the 23 edge shapes of fixtures/matrices/gpu_edges.json (6 gated in session 25) are counted apart
     assert "beside them 23 edge shapes" in counts
+    # a retracted result is counted apart from the standing ones, never as "admitted"
+    retracted = {backend: sum(r["status"] == "retracted" for r in rows_) for backend, rows_ in (("cpu", cpu_rows), ("cuda", rows))}
+    assert f"{sum(standing.values())} with a standing result (admitted or downgraded), {sum(retracted.values())} retracted" in counts
 
     campaigns = client.get("/campaigns/").content.decode()
     started = [json.loads(line)["payload"]["campaign"] for line in CAMPAIGN.read_text().splitlines()
