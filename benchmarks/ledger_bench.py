@@ -161,6 +161,9 @@ def parse_args(argv=None):
                              "(PostgreSQL, at --ratio-at events; benchmarks/ledger_bench_writers.py)")
     parser.add_argument("--writers-rounds", type=int, default=5, help="rounds, each running every N once")
     parser.add_argument("--writers-seconds", type=float, default=10.0, help="append window per N and round")
+    parser.add_argument("--writers-paths", default=("plain",), type=_paths,
+                        help="comma-separated: plain (ledger.services.append), group (the cross-process group commit "
+                             "prototype, benchmarks/ledger_group_commit.py); each N runs a window of each per round")
     parser.add_argument("--writers-raw-seconds", type=float, default=4.0,
                         help="raw commit window per N and round, half before the append window and half after")
     parser.add_argument("--writers-out", type=Path, default=DEFAULT_WRITERS_OUT, help="JSON file the run is added to")
@@ -189,6 +192,13 @@ def _counts(text: str) -> list[int]:
     if not counts or min(counts) < 1:
         raise argparse.ArgumentTypeError(f"writer counts must be whole numbers from 1, got {text!r}")
     return counts
+
+
+def _paths(text: str) -> tuple[str, ...]:
+    paths = tuple(text.split(","))
+    if not paths or not set(paths) <= {"plain", "group"} or len(set(paths)) < len(paths):
+        raise argparse.ArgumentTypeError(f"paths are plain and group, each at most once, got {text!r}")
+    return paths
 
 
 def run_in_snapshot(args, command: str, argv: list[str]) -> int:

@@ -40,9 +40,11 @@ def append_mode(args, workload: Workload, run_id: str, run_facts: dict) -> int:
         from ledger_bench_writers import write, writer_rounds
 
         result = writer_rounds(workload, url=args.pg_url, writers=args.append_writers, rounds=args.writers_rounds,
-                               seconds=args.writers_seconds, raw_seconds=args.writers_raw_seconds)
+                               seconds=args.writers_seconds, raw_seconds=args.writers_raw_seconds,
+                               paths=args.writers_paths)
         _record(args, write, args.writers_out, run_id, {**run_facts, **result})
-        log(json.dumps({n: spread["median"] for n, spread in result["by_writers"].items()}, indent=1))
+        log(json.dumps({f"{path} {n}": spread["median"] for path, by_n in result["by_path"].items()
+                        for n, spread in by_n.items()}, indent=1))
         return 0 if result["verify"]["ok"] else 1
     return 0
 

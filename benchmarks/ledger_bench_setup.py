@@ -117,7 +117,7 @@ def setup_django() -> None:
 
 BENCH_FILES = ("ledger_bench.py", "ledger_bench_costs.py", "ledger_bench_measure.py", "ledger_bench_modes.py",
                "ledger_bench_profile.py", "ledger_bench_ratio.py", "ledger_bench_results.py", "ledger_bench_setup.py",
-               "ledger_bench_versus.py", "ledger_bench_writers.py", "pg_commit_rate.py")
+               "ledger_bench_versus.py", "ledger_bench_writers.py", "ledger_group_commit.py", "pg_commit_rate.py")
 
 
 def snapshot(ref: str, tmp_dir: str | None) -> tuple[str, Path]:

@@ -22,6 +22,12 @@ return of the first call to COMMIT's, a time the lock is held whatever N. The co
 machine's busy CPU (/proc/stat), which also holds the WAL writer's and any other work. The rounds
 take the N values in turn, rotated each round. The ledger grows through the run; it is verified
 at the end.
+
+With `paths` (--writers-paths plain,group) every N runs one window per path in each round, each
+between raw commit half-windows of its own: `plain` is `ledger.services.append`, `group` the
+cross-process group commit prototype (benchmarks/ledger_group_commit.py), for which the window
+records how many events each transaction carried (distinct `xmin` among the window's events)
+instead of the lock's times.
 """
 from __future__ import annotations
 
@@ -39,22 +45,25 @@ from pg_commit_rate import PROBE_TABLE, open_probe, raw_commit, server_facts
 
 WARMUP = 200  # appends and raw commits per writer before the first round: connection, prepared statements
 EVENTS_PER_SECOND = 3000  # events each writer draws before a window, more than one writer appends
-NOT_SUMMED = ("round", "writers", "load_1m_at_start", "appends_by_writer")
+NOT_SUMMED = ("round", "writers", "path", "load_1m_at_start", "appends_by_writer")
 
 
 def writer_rounds(workload: Workload, *, url: str, writers: list[int], rounds: int, seconds: float,
-                  raw_seconds: float) -> dict:
+                  raw_seconds: float, paths: tuple[str, ...] = ("plain",)) -> dict:
     """Run the rounds on the filled database behind Django's default connection and `url`; return
-    the run's facts (per round, per N over the rounds, the final verify)."""
+    the run's facts (per round, per path and N over the rounds, the final verify)."""
     from django.db import connections
+    from ledger_group_commit import create_table
 
     events_before = event_count()
     with open_probe(url):  # the probe table exists before the writers open theirs
         pass
+    if "group" in paths:
+        create_table()
     connections.close_all()  # each forked writer opens its own
     context = multiprocessing.get_context("fork")
     barriers = {n: context.Barrier(n + 1, timeout=600) for n in writers}
-    pool = [_start(context, workload, index, url, barriers) for index in range(max(writers))]
+    pool = [_start(context, workload, index, url, barriers, paths) for index in range(max(writers))]
     try:
         for process, pipe in pool:
             if pipe.recv() != "ready":
@@ -63,7 +72,8 @@ def writer_rounds(workload: Workload, *, url: str, writers: list[int], rounds: i
         for number in range(rounds):
             shift = number % len(writers)
             for n in writers[shift:] + writers[:shift]:
-                per_round.append(_round(pool, barriers, number, n, seconds, raw_seconds))
+                for path in paths if number % 2 == 0 else paths[::-1]:
+                    per_round.append(_round(pool, barriers, number, n, path, seconds, raw_seconds))
     finally:
         for process, pipe in pool:
             pipe.send(None)
@@ -71,26 +81,27 @@ def writer_rounds(workload: Workload, *, url: str, writers: list[int], rounds: i
     with open_probe(url) as probe:
         probe.execute(f"DROP TABLE IF EXISTS {PROBE_TABLE}")
         facts = server_facts(probe)
-    return {"server": facts, "ledger_events_before": events_before, "writers": writers, "window_s": seconds,
-            "raw_window_s": raw_seconds, "rounds": per_round,
-            "by_writers": {str(n): summary([r for r in per_round if r["writers"] == n], skip=NOT_SUMMED)
-                           for n in writers},
+    return {"server": facts, "ledger_events_before": events_before, "writers": writers, "paths": list(paths),
+            "window_s": seconds, "raw_window_s": raw_seconds, "rounds": per_round,
+            "by_path": {path: {str(n): summary([r for r in per_round if r["writers"] == n and r["path"] == path],
+                                               skip=NOT_SUMMED) for n in writers} for path in paths},
             "ledger_events_after": event_count(), "verify": measure_verify(None, "verify_after_writers")}
 
 
-def _start(context, workload: Workload, index: int, url: str, barriers: dict):
+def _start(context, workload: Workload, index: int, url: str, barriers: dict, paths: tuple[str, ...]):
     parent, child = context.Pipe()
-    process = context.Process(target=_serve, args=(workload, index, url, child, barriers), daemon=True)
+    process = context.Process(target=_serve, args=(workload, index, url, child, barriers, paths), daemon=True)
     process.start()
     return process, parent
 
 
-def _serve(workload: Workload, index: int, url: str, pipe: Connection, barriers: dict) -> None:
-    """A writer: warm up, then per command (kind, N, seconds) wait at N's barrier, run `kind` for
-    the window and answer [counted, done, CPU s, backend CPU s], for appends followed by
-    [BEGIN-to-COMMIT s, first call s, second call s]; None ends it."""
+def _serve(workload: Workload, index: int, url: str, pipe: Connection, barriers: dict, paths: tuple[str, ...]) -> None:
+    """A writer: warm up, then per command (kind, N, seconds) wait at N's barrier, run `kind`
+    (raw, plain or group) for the window and answer [counted, done, CPU s, backend CPU s], for
+    plain appends followed by [BEGIN-to-COMMIT s, first call s, second call s]; None ends it."""
     from django.db import connection
     from ledger.services import append
+    from ledger_group_commit import append_grouped
 
     workload.rng.seed(workload.rng.getrandbits(64) + index)  # the parent's workload, its own draw of events
     with connection.cursor() as cursor:
@@ -98,7 +109,7 @@ def _serve(workload: Workload, index: int, url: str, pipe: Connection, barriers:
         backend = cursor.fetchone()[0]
     with open_probe(url) as probe:
         for i, new in enumerate(workload.batch(WARMUP)):
-            append(new)
+            (append_grouped if "group" in paths and i % 2 else append)(new)
             raw_commit(probe, i)
         pipe.send("ready")
         while (command := pipe.recv()) is not None:
@@ -108,6 +119,10 @@ def _serve(workload: Workload, index: int, url: str, pipe: Connection, barriers:
                 pipe.send(_timed(lambda i: raw_commit(probe, i), probe.info.backend_pid, window))
                 continue
             events = iter(workload.batch(int(window * EVENTS_PER_SECOND)))
+            if kind == "group":
+                barriers[n].wait()
+                pipe.send(_timed(lambda i: append_grouped(next(events, None) or workload.event()), backend, window))
+                continue
             timer = RoundTrips()
             with connection.execute_wrapper(timer):
                 barriers[n].wait()
@@ -142,14 +157,15 @@ def _phase(pool: list, barriers: dict, kind: str, n: int, seconds: float) -> tup
     return answers, [after - was for after, was in zip(_machine_cpu(), before)]
 
 
-def _round(pool: list, barriers: dict, number: int, n: int, seconds: float, raw_seconds: float) -> dict:
+def _round(pool: list, barriers: dict, number: int, n: int, path: str, seconds: float, raw_seconds: float) -> dict:
     load = os.getloadavg()[0]
     before, _ = _phase(pool, barriers, "raw", n, raw_seconds / 2)
-    appends, (busy, stolen, total) = _phase(pool, barriers, "append", n, seconds)
+    head = event_count()  # positions are dense: the window's events follow it
+    appends, (busy, stolen, total) = _phase(pool, barriers, path, n, seconds)
     after, _ = _phase(pool, barriers, "raw", n, raw_seconds / 2)
     raw = before + after
     done = sum(a[1] for a in appends)
-    entry = {"round": number, "writers": n, "load_1m_at_start": round(load, 2),
+    entry = {"round": number, "writers": n, "path": path, "load_1m_at_start": round(load, 2),
              "appends_per_s": round(sum(a[0] for a in appends) / seconds, 1),
              "raw_per_s": round(sum(r[0] for r in raw) / raw_seconds, 1),
              "append_client_cpu_ms": round(sum(a[2] for a in appends) / done * 1e3, 3),
@@ -160,11 +176,12 @@ def _round(pool: list, barriers: dict, number: int, n: int, seconds: float, raw_
              "machine_cpu_stolen_share": round(stolen / total, 3),  # a virtual machine's CPUs taken by its host
              # all the machine's busy CPU in the window (WAL writer, kernel, other work too) per append
              "machine_cpu_ms_per_append": round(busy / os.sysconf("SC_CLK_TCK") / done * 1e3, 3),
-             **_lock_times(appends, done, sum(a[0] for a in appends) / seconds),
+             **(_lock_times(appends, done, sum(a[0] for a in appends) / seconds) if path == "plain" else
+                _batches(head)),
              "appends_by_writer": [int(a[0]) for a in appends]}
     entry["ratio"] = round(entry["appends_per_s"] / entry["raw_per_s"], 3)
-    log(f"  round {number}, {n} writer(s): {entry['appends_per_s']:,.0f} appends/s, raw {entry['raw_per_s']:,.0f} "
-        f"commits/s, machine CPU {busy / total:.0%} busy, load {load:.1f}")
+    log(f"  round {number}, {n} writer(s), {path}: {entry['appends_per_s']:,.0f} appends/s, raw "
+        f"{entry['raw_per_s']:,.0f} commits/s, machine CPU {busy / total:.0%} busy, load {load:.1f}")
     return entry
 
 
@@ -189,32 +206,50 @@ def _lock_times(appends: list[list[float]], done: int, rate: float) -> dict:
             "lock_busy_share": round(rate * (span - first) / 1e3, 3)}
 
 
+def _batches(head: int) -> dict:
+    """The events appended since position `head` and the transactions that wrote them (their
+    `xmin`): how many events a group commit's transaction carried on average."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT COUNT(*), COUNT(DISTINCT xmin::text) FROM ledger_event WHERE position > %s", [head])
+        events, transactions = cursor.fetchone()
+    return {"events_per_commit": round(events / transactions, 2)}
+
+
 def write(path: Path, run_id: str, run: dict) -> None:
     add_run(path, run_id, run, about=__doc__.split("\n\n", 1)[1].replace("\n", " ").strip())
 
 
 def markdown_tables(data: dict) -> str:
-    """Per run and N, the medians (min–max) over the rounds: the rates and CPU, then the lock's times."""
+    """Per run, path and N, the medians (min–max) over the rounds: the rates and CPU (with the events
+    a commit carried), then the plain appends' lock times. A run from before --writers-paths ran
+    the plain path only."""
     def cell(spread: dict, key: str, fmt: str = "{:,.0f}") -> str:
         low, high = fmt.format(spread["min"][key]), fmt.format(spread["max"][key])
         return f"{fmt.format(spread['median'][key])} ({low}–{high})"
 
-    rates = ["| run | ledger code | load (1 min) at start | writers | appends/s | raw commits/s | appends ÷ raw | "
-             "client CPU per append (ms) | server CPU per append (ms) | machine CPU busy | "
+    rates = ["| run | ledger code | load (1 min) at start | path | writers | appends/s | raw commits/s | "
+             "appends ÷ raw | events per commit | client CPU per append (ms) | server CPU per append (ms) | "
+             "machine CPU busy | "
              "machine CPU per append (ms) |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     locks = ["| run | writers | BEGIN → COMMIT (ms) | round trip 1 | Python between | round trip 2 | "
              "appends/s × (Python between + round trip 2) | 1 ÷ (Python between + round trip 2), appends/s |",
              "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for run_id, run in sorted(data.get("runs", {}).items()):
         machine = run["machine"]
-        for n, spread in run["by_writers"].items():
+        by_path = run.get("by_path", {"plain": run.get("by_writers")})
+        for path, n, spread in [(path, n, spread) for path, by_n in by_path.items() for n, spread in by_n.items()]:
             median = spread["median"]
+            per_commit = cell(spread, "events_per_commit", "{:.1f}") if path == "group" else "1"
             rates.append(f"| `{run_id}` | `{machine['git_commit'][:7]}` | {machine['load_average_at_start'][0]:.1f} | "
-                         f"{n} | {cell(spread, 'appends_per_s')} | {cell(spread, 'raw_per_s')} | "
-                         f"{cell(spread, 'ratio', '{:.2f}')} | {median['append_client_cpu_ms']:.2f} | "
+                         f"{path} | {n} | {cell(spread, 'appends_per_s')} | {cell(spread, 'raw_per_s')} | "
+                         f"{cell(spread, 'ratio', '{:.2f}')} | {per_commit} | {median['append_client_cpu_ms']:.2f} | "
                          f"{median['append_server_cpu_ms']:.2f} | {median['machine_cpu_busy_share']:.0%} | "
                          f"{median['machine_cpu_ms_per_append']:.2f} |")
+            if path != "plain":
+                continue
             locks.append(f"| `{run_id}` | {n} | {cell(spread, 'begin_to_commit_ms', '{:.2f}')} | "
                          f"{median['round_trip_1_ms']:.2f} | {median['python_between_ms']:.2f} | "
                          f"{median['round_trip_2_ms']:.2f} | {cell(spread, 'lock_busy_share', '{:.2f}')} | "
