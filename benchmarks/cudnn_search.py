@@ -18,6 +18,9 @@ import statistics
 import subprocess
 import sys
 import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the child imports measurement.*
 
 CASES = ["star_4/512x512x512/f16", "star_4/512x512x512/f32", "box2d_1/8192x8192/f16", "star_2/512x512x512/f32"]
 CALLS = 10
@@ -69,7 +72,9 @@ def main() -> None:
         for mode in ("on", "off", "on"):
             started = time.perf_counter()
             done = subprocess.run([sys.executable, __file__, "--out", "-", "--one", f"{case_id},{mode}"],
-                                  capture_output=True, text=True, check=True)
+                                  capture_output=True, text=True)
+            if done.returncode:
+                raise SystemExit(f"{case_id} {mode}: {done.stderr[-2000:]}")
             row = json.loads(done.stdout.strip().splitlines()[-1])
             row["process_s"] = time.perf_counter() - started
             rows.append(row)

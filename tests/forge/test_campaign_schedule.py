@@ -29,9 +29,9 @@ def subject(case: str, number: int, first: int = 2) -> str:
 def test_untried_hand_written_candidates_come_first_then_the_levers(campaign_ledger):
     # star_1/64x1024^2 f32: rows16 gated on the H200; rows8 and short4 were not
     assert subject("star_1/64x1024x1024/f32", 1, first=1) == ("external", "rows8")
-    # star_1/512^3 f16: rows16, rows8, short4 and pipe (T = 1, session 16) all gated; planes (offered
-    # for star_1 since session 24) is left
-    assert subject("star_1/512x512x512/f16", 1, first=1) == ("external", "planes")
+    # star_1/512^3 f16: rows16, rows8, short4 and pipe (T = 1, session 16) all gated, and planes in
+    # session 26 (docs/benchmarks/h200_campaign_star1f16_s26.log): the levers
+    assert subject("star_1/512x512x512/f16", 1, first=1) == "levers"
     # star_1/512^3 f32: rows16, then rows8, short4 and planes in session 25's three rounds: the levers
     assert subject("star_1/512x512x512/f32", 1, first=1) == "levers"
     # star_4 and star_2: planes gated in session 25 (star_4 has no rows8: its x halo of 4 is wider than
