@@ -16,7 +16,7 @@ The export is verified first (`ledger.verify_export`: the hash chain, every chec
 and a last line that is a checkpoint of the head signed by a key of fixtures/keys/trusted_keys.txt);
 an export that does not verify is refused, nothing written. Per case of the matrix
 (fixtures/matrices/gpu.json) it takes the latest CandidateMeasured of a gate re-run (hypothesis
-RERUN), latest by the time of record: the origin's `recorded_at` for an imported event, else its
+RERUN) that timed every baseline (none `left_out`: measurement.contenders), latest by the time of record: the origin's `recorded_at` for an imported event, else its
 own. The JSON has the schema baselines_matrix.py writes (baselines_entry.py; compulsory bytes and
 flops from the case's CaseDefined), each case with the event it was read from, and a `source` block
 (the export, its head, the command) that the table's header reports.
@@ -81,7 +81,8 @@ def build(path: Path, command: str) -> dict:
         payload = event["payload"]
         if event["type"] == "CaseDefined":
             defined.setdefault(payload["case"], payload)
-        elif event["type"] == "CandidateMeasured" and payload.get("hypothesis") == RERUN:
+        elif (event["type"] == "CandidateMeasured" and payload.get("hypothesis") == RERUN
+              and not payload["description"].get("left_out")):  # one that timed every baseline
             current = latest.get(payload["case"])
             if current is None or time_of_record(event) >= time_of_record(current):
                 latest[payload["case"]] = event
@@ -98,7 +99,8 @@ def build(path: Path, command: str) -> dict:
         }
     last = max(chosen, key=time_of_record)["payload"]
     device = {k: v for k, v in last["description"].items() if k not in ("identities", "precisions", "baseline_seconds")}
-    selection = (f"the latest CandidateMeasured whose hypothesis is \"{RERUN}\" (by time of record), its public "
+    selection = (f"the latest CandidateMeasured whose hypothesis is \"{RERUN}\" and that left no baseline out "
+                 "(by time of record), its public "
                  "baselines only (the standing kernel's verdicts are in h200_operator_table.md)")
     return {"matrix": "gpu", "source": source | {"selection": selection, "command": command, "previous": PREVIOUS},
             "protocol": last["protocol"], "matrix_order": order, "device": device, "cases": cases}

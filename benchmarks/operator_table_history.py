@@ -143,7 +143,8 @@ def regate_section(export: Export) -> list[str]:
     latest = {}
     for case in export.cases:
         result = export.results.get(case)
-        named = [r for r in (result.reruns if result else []) if r["payload"].get("baselines") is not None]
+        named = [r for r in (result.reruns if result else []) if r["payload"].get("baselines") is not None
+                 and not r["payload"].get("left_out")]  # a re-run that left baselines out timed only the contenders
         if named:
             latest[case] = named[-1]["payload"]
     if not latest:
@@ -196,7 +197,8 @@ def temporal_target(export: Export) -> list[str]:
     parts, every = [], True
     for case in temporal:
         result = export.results.get(case)
-        named = [e for e in ([*result.reruns, result.verdict] if result else []) if e and e["payload"].get("baselines")]
+        named = [e for e in ([*result.reruns, result.verdict] if result else [])
+                 if e and e["payload"].get("baselines") and not e["payload"].get("left_out")]
         newest = max(named, key=lambda e: e["position"])["payload"] if named else {}
         composed = [b.get("speedup") for name, b in newest.get("baselines", {}).items()
                     if name.startswith("composed(") and b.get("speedup")]

@@ -120,6 +120,8 @@ class GateVerdictV2(GateVerdict):
     # v2: every public baseline of the measurement with the candidate's speedup over it, and
     # the bound with its identity and label (issue 15); v1 verdicts name only the bound
     baselines: Optional[dict[str, dict[str, Any]]] = None
+    # a re-run's baselines out of contention, neither checked nor timed (measurement.contenders)
+    left_out: list[str] = Field(default_factory=list)
 
 
 def tuning_stream(backend: str, case_id: str) -> str:

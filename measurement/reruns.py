@@ -15,6 +15,10 @@ A re-run measures the admitted kernel again and revises its result only on concl
 An inconclusive re-run records its verdict (GateVerdict `inconclusive`, the detail saying why
 first) and changes no status: the result stays signable and can be re-run later.
 
+A re-run times the baselines still in contention: one that lost to the bound by 3x or more in
+the standing measurement is left out where the same library is installed (measurement.contenders
+says why and how it is recorded).
+
 A whole-matrix re-run can first tune a library baseline on each case (rerun_all's `tune`,
 measurement.tuning), so the case is re-gated against that library's fastest correct schedule
 on this machine; a case whose tuning fails is re-gated against the schedule it had (the
@@ -39,6 +43,7 @@ from measurement.harness.cases import CaseError, parse_case
 from measurement.harness.plan import ProtocolSettings
 
 from . import selectors, services
+from .contenders import carried, out_of_contention
 from .decisions import kept_spread, rerun_verdict, revision
 from .models import OperatorResult
 from .reports import MeasurementReport
@@ -69,7 +74,8 @@ def rerun_gate(case_id: str, backend: str, actor: str, protocol: ProtocolSetting
             raise MeasurementError(f"{key} has no admitted kernel to re-run (status: {status})")
         kernel = Kernel(current.source, current.launch)
         if report is None or report.variants["candidate"].variant.kernel != kernel:
-            report = services.measure(case_id, backend, kernel, None, protocol, progress)
+            report = services.measure(case_id, backend, kernel, None, protocol, progress,
+                                      leave_out=out_of_contention(current.baselines, current.bound))
         try:
             with transaction.atomic():  # the verdict and its revision, or neither
                 return _record(report, key, current, actor, version)
@@ -87,8 +93,9 @@ def _record(report: MeasurementReport, key: str, current: OperatorResult, actor:
     was = {"speedup": current.speedup, "speedup_ci": current.speedup_ci, "bound": current.bound,
            "baselines": current.baselines}
     verdict = outcome.verdict_event.payload
+    left_out = carried(current.baselines, report.description.get("left_out", []))
     measured = {"speedup": outcome.speedup, "speedup_ci": verdict["speedup_ci"], "bound": verdict["bound"],
-                "baselines": verdict["baselines"]}
+                "baselines": {**left_out, **verdict["baselines"]}}
     common = {"result": key, "rerun": str(outcome.verdict_event.event_id), "revises": current.verdict_event,
               "was": was, "measured": measured}
     after = outcome.verdict_event.version

@@ -139,8 +139,10 @@ def measure(
     prior_best: Kernel | None = None,
     protocol: ProtocolSettings | None = None,
     progress=None,
+    leave_out: dict[str, dict] | None = None,
 ) -> MeasurementReport:
-    """Check every variant, then time the correct ones with the canonical protocol."""
+    """Check every variant, then time the correct ones with the canonical protocol; `leave_out`:
+    the baselines out of contention that a re-run need not time (measurement.contenders)."""
     begun = start(case_id, backend, protocol, progress)
     case, isolation, protocol, say, seed, specs = (begun.case, begun.isolation, begun.protocol, begun.say, begun.seed,
                                                    begun.specs)
@@ -160,8 +162,8 @@ def measure(
     together = backend != "cpu"
     with ThreadPoolExecutor(max_workers=max(1, len(own_child)) if together else 1) as pool:
         checks = {v.name: pool.submit(_check, case, backend, v, specs, protocol.check_timeout) for v in own_child if together}
-        session = run_isolated(baseline_session, (backend, case.id, specs, schedules, [c.variant for c in composed]),
-                               protocol.check_timeout)
+        session = run_isolated(baseline_session, (backend, case.id, specs, schedules, [c.variant for c in composed],
+                                                  leave_out), protocol.check_timeout)
         if not session.ok:
             raise MeasurementError(f"the {backend} backend is not usable here: {session.error}")
         for variant in own_child:  # on the CPU: after the baselines, one after the other
@@ -357,6 +359,7 @@ def record_verdict(report: MeasurementReport, key: str, actor: str, hypothesis: 
         "speedup_ci": list(ci) if ci else None,
         "bound": report._summary(bound) if bound else None,
         "baselines": _baseline_ratios(judged, candidate),
+        "left_out": list(report.description.get("left_out") or []),
         "same_precision": (bound.precision == report.case.precision) if bound else None,
         "prior_best": _prior_summary(judged, prior),
         "revises": revises,

@@ -12,34 +12,51 @@ from typing import Any
 
 from measurement.backends import get_backend
 from measurement.backends.base import Kernel, Variant, ensure_fits, scheduled
+from measurement.contenders import same_identity
 
 from .cases import Case, parse_case
 from .protocol import CheckRun, CheckSpec, prepare_variant, run_checks
 
 
 def baseline_session(backend_name: str, case_id: str, specs: list[CheckSpec], schedules: dict[str, str] | None = None,
-                     extra: list[Variant] | None = None) -> tuple[dict[str, Any], Kernel, dict[str, list[CheckRun] | str]]:
+                     extra: list[Variant] | None = None, leave_out: dict[str, dict] | None = None,
+                     ) -> tuple[dict[str, Any], Kernel, dict[str, list[CheckRun] | str]]:
     """(description with each baseline's precision and identity, the straightforward kernel,
     {baseline name: its check runs, or the error that stopped it}). `schedules` names the tuned
     schedule of a library baseline ({"halide": "fused_z4"}, measurement.selectors.tuned_schedules);
     a baseline not named runs its default. `extra` are baselines the parent made (the composed
-    bounds of measurement.composed), checked here like the backend's own."""
+    bounds of measurement.composed), checked here like the backend's own. `leave_out` ({name:
+    identity}, measurement.contenders) names baselines out of contention: each is left out, and
+    listed in the description's `left_out`, only if the identity installed here is that one."""
     backend = get_backend(backend_name)
     case = parse_case(case_id)
     ensure_fits(backend, case)  # the first child of a measurement: refuse a case too large for the backend here
     straightforward = backend.straightforward(case)
     variants = [Variant("straightforward", straightforward, "baseline")]
-    variants += [Variant(name, schedule=(schedules or {}).get(name)) for name in backend.baseline_names(case)
-                 if name != "straightforward"]
+    offered = [Variant(name, schedule=(schedules or {}).get(name)) for name in backend.baseline_names(case)
+               if name != "straightforward"]
+    left_out = [v.name for v in offered if v.name in (leave_out or {}) and _installed_is(backend, case, v, leave_out[v.name])]
+    variants += [v for v in offered if v.name not in left_out]
     variants += extra or []
     began = time.perf_counter()
     precisions, identities, runs, seconds = check_each(backend, case, variants, specs)
     description = {**backend.describe(), "precisions": {"straightforward": case.precision, **precisions},
-                   "identities": identities,
+                   "identities": identities, "left_out": left_out,
                    # where this child's time went (the whole-matrix re-run's budget): each baseline's
                    # preparation (code generation, compilation, library set-up) and checks
                    "baseline_seconds": {**seconds, "session": round(time.perf_counter() - began, 3)}}
     return description, straightforward, runs
+
+
+def _installed_is(backend, case: Case, variant: Variant, identity: dict[str, Any]) -> bool:
+    """Whether the baseline installed here is the recorded one, by the prepared object's identity
+    (cheap on CUDA, whose library baselines import and compile nothing until their first run; the
+    CPU's Halide and Devito compile here, and so save only their checks and timing)."""
+    try:
+        prepared = prepare_variant(backend, case, variant)
+    except Exception:  # not runnable here: checked with the others, which reports why
+        return False
+    return same_identity(identity, dict(getattr(prepared, "identity", None) or {}))
 
 
 def schedule_session(backend_name: str, case_id: str, library: str,
