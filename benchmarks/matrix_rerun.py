@@ -129,6 +129,7 @@ def run(options: argparse.Namespace) -> int:
             "error": o.error,
             "seconds": round(o.seconds, 3),
             "tuning": _tuning(o.tuning),
+            "left_out": o.left_out,
         } for o in outcomes],
         "counts": counts,
         "tune": options.tune,

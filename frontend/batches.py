@@ -98,6 +98,7 @@ def outcome(case: str, status: dict[str, Any]) -> RerunOutcome:
     item.speedup_ci = tuple(verdict["speedup_ci"]) if verdict["speedup_ci"] else None
     item.inconclusive = found["inconclusive"]
     item.revision = found["revision"]["type"] if found["revision"] else None
+    item.left_out = list(verdict.get("left_out") or [])
     return item
 
 

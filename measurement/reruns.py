@@ -182,6 +182,7 @@ class RerunOutcome:
     inconclusive: str = ""  # why, when the verdict is inconclusive
     error: str | None = None
     tuning: TuningOutcome | None = None  # with rerun_all's `tune`
+    left_out: list[str] = field(default_factory=list)  # baselines out of contention, not timed (contenders)
 
     @property
     def outcome(self) -> str:
@@ -201,8 +202,9 @@ class RerunOutcome:
         was = f"{self.admitted_speedup:.3f}x" if self.admitted_speedup is not None else "-"
         why = f" [{', '.join(self.reasons)}]" if self.reasons else ""
         verdict = f"inconclusive ({self.inconclusive})" if self.inconclusive else self.verdict
+        left_out = f"; left out: {', '.join(self.left_out)}" if self.left_out else ""
         return (f"{self.case}: {tuned}{verdict}{why} {speed}{ci} (was {was}); "
-                f"{self.revision or 'no revision'} [{self.seconds:.1f} s]")
+                f"{self.revision or 'no revision'}{left_out} [{self.seconds:.1f} s]")
 
 
 def rerun_counts(outcomes: list[RerunOutcome]) -> dict[str, int]:
@@ -263,6 +265,7 @@ def rerun_all(backend: str, actor: str, protocol: ProtocolSettings | None = None
             item.verdict, item.speedup, item.speedup_ci = gate.verdict, gate.speedup, gate.speedup_ci
             item.reasons, item.inconclusive = gate.reasons, gate.inconclusive
             item.revision = revision.type if revision is not None else None
+            item.left_out = list(gate.report.description.get("left_out") or [])
             if item.tuning is not None:
                 item.tuning.measured = gate.report.description.get("identities", {}).get(tune, {}).get("schedule")
         item.seconds = time.perf_counter() - began
