@@ -6,6 +6,8 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
+import pytest
+
 from appgate import builds
 from appgate.agent import run_agent
 from appgate.services import AppProtocol
@@ -79,6 +81,7 @@ def sha(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+@pytest.mark.one_database  # the App Agent's M2b on real measurements; its SQL is ordinary appends and reads
 def test_m2b_splices_the_admitted_kernel_into_the_candidate_and_the_gate_judges_it(ledger, tmp_path, monkeypatch,
                                                                                   speed_rule_lifted):
     admitted = gate_candidate(CASE, "cpu", Kernel(HONEST, {"threads": 1}), "agent:test",

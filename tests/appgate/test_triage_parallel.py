@@ -64,6 +64,7 @@ def state_events(app: str) -> int:
     return Event.objects.filter(stream=f"app/{app}", type="AppStateChanged").count()
 
 
+@pytest.mark.one_database  # real builds and runs to their time limits (subject: scheduling, resume); ordinary SQL
 def test_a_parallel_triage_resumed_from_its_report_gives_each_program_one_state_equal_to_the_serial_ones(
         ledger, manifests, tmp_path):
     serial = triage_all(manifest_paths([str(manifests)]), "agent:test", limits=Limits(jobs=1, **LIMITS))
@@ -88,6 +89,7 @@ def test_a_parallel_triage_resumed_from_its_report_gives_each_program_one_state_
     assert good["datasets"] == {"test": 0.006} and good["hotspot_fraction"] is None
 
 
+@pytest.mark.one_database  # real runs cut by their time limit, then retried; ordinary SQL
 def test_programs_that_timed_out_are_triaged_again_when_resumed_with_retry(ledger, manifests, tmp_path):
     """A run cut by a call's time limit is retried by a later call with a longer one; the rest stay."""
     report = tmp_path / "report.json"

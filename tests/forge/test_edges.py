@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from forge.edges import edge_measured, lenders, read_edges, standing_matrix_cases
 from forge.events import edge_stream
 from ledger.checkpoints import public_key_text, signing_key
@@ -54,6 +56,7 @@ def test_every_type_and_precision_of_the_gpu_matrix_has_one_edge_no_round_target
     assert lenders(SLAB, "cpu") == ["star_1/128x128x128/f32", CASE]
 
 
+@pytest.mark.one_database  # two real gates (the matrix case, its edge); the SQL is ordinary appends and reads
 def test_an_admitted_kernel_is_gated_on_its_edge_shape_and_a_type_without_one_is_reported(ledger, speed_rule_lifted,
                                                                                            tmp_path):
     before = operator_table.render(export(tmp_path), backend="cpu")
