@@ -14,7 +14,7 @@ from frontend.models import RerunRow
 from ledger.models import Event
 from measurement import services as measurement_services
 from measurement.models import OperatorResult
-from tests.frontend.test_pages_case import CASE, CASE_URL, QUICK, forged  # noqa: F401 (fixture)
+from tests.frontend.test_pages_case import CASE, CASE_URL, QUICK
 
 ACTIONS = {
     "/actions/sign-off/": {"result": f"operator/cpu/{CASE}"},

@@ -8,22 +8,18 @@ import re
 from html import unescape
 
 import plotly.graph_objects as go
-import pytest
 
-from forge.models import RoundRow
 from forge.services import execute_round, start_campaign, start_round
 from ledger.canonical import canonical_json
 from ledger.models import Event
 from ledger.records import RecordedEvent
 from measurement.harness.plan import ProtocolSettings
 from measurement.models import OperatorResult
-from tests.conftest import replay_or_record
-from tests.forge.fixtures import BROKEN, HONEST, Scripted
+from tests.forge.fixtures import BROKEN, Scripted
 
 QUICK = ProtocolSettings(passes=2, launches=2, warmup=1, max_attempts=1)
 CASE = "star_1/64x64x64/f32"
 NEIGHBOUR = "star_1/64x64x64/f64"
-RESULT = f"operator/cpu/{CASE}"
 CASE_URL = f"/cases/cpu/{CASE}/"
 
 
@@ -33,25 +29,6 @@ def run_campaign(case: str, sources: list, rounds: int) -> str:
     while (round_id := start_round(campaign, case, proposer.name, "agent:test")) is not None:
         execute_round(round_id, proposer, "agent:test", QUICK)
     return campaign
-
-
-@pytest.fixture
-def forged(ledger, speed_rule_lifted, recorded_runs):
-    """A one-round campaign whose honest kernel the gate admitted (the case converges and seals
-    its map cell), run once a session and imported by later tests (tests.conftest.replay_or_record).
-    On a loaded 2-core machine a measurement can still fail a check the speed rule does not cover
-    (say, a launch overhead measured above the kernel's time): then another one-round campaign,
-    at most three."""
-
-    def record() -> None:
-        for _ in range(3):
-            run_campaign(CASE, [HONEST], 1)
-            if OperatorResult.objects.filter(result=RESULT, status="admitted").exists():
-                return
-        pytest.fail(f"the gate admitted none of three rounds: {list(RoundRow.objects.values_list('state', 'detail'))}")
-
-    replay_or_record(recorded_runs, "forged-one-round", record)
-    return RESULT
 
 
 def event_data(position: int) -> RecordedEvent:

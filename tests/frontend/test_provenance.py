@@ -3,14 +3,13 @@ source and its parent, the events and whether they verify."""
 import pytest
 from django.db import connection
 
-from forge.services import start_campaign
+from forge.models import RoundRow
 from frontend.provenance import UnknownResult, application_chain, operator_chain
 from ledger.db_guard import install_guards, remove_guards
 from ledger.models import Event
 from ledger.review import sign_off
 from measurement.reruns import rerun_gate
 from tests.appgate.test_gate import QUICK as APP_QUICK, smooth_app
-from tests.forge.fixtures import Scripted, run_rounds
 from tests.frontend.test_tables import HONEST, QUICK, TINY
 
 
@@ -34,12 +33,12 @@ def test_an_admitted_case_reaches_its_raw_samples(ledger, speed_rule_lifted, adm
     assert chain["signoff"] == {"version": 1, "reviewers": [], "publishable": False}
 
 
-def test_a_forged_round_shows_its_hypothesis_parent_and_diff(ledger, speed_rule_lifted):
-    campaign = start_campaign([TINY], "cpu", "scripted", 1, "user:test")
-    outcomes = run_rounds(campaign, TINY, Scripted([HONEST]))
-    assert outcomes[0].status == "committed"
+def test_a_forged_round_shows_its_hypothesis_parent_and_diff(forged):
+    # the session's one real forged round (conftest.py `forged`: a scripted one-round campaign on TINY)
+    [committed] = RoundRow.objects.filter(case=TINY, status="committed")
     chain = operator_chain("cpu", TINY)
-    assert chain["round"]["campaign"] == campaign and chain["round"]["hypothesis"] == "idea 1"
+    assert chain["round"]["round_id"] == committed.round and chain["round"]["campaign"] == committed.campaign
+    assert chain["round"]["hypothesis"] == "idea 1"
     assert chain["round"]["proposer"] == "scripted" and chain["round"]["number"] == 1
     assert chain["parent_source"] and chain["parent_source"] != HONEST  # the straightforward kernel
     assert chain["diff"].startswith("--- parent ") and "+++ admitted " in chain["diff"]
