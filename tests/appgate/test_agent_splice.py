@@ -4,7 +4,6 @@ gated like any candidate; the baseline M1 built is the one the gate times (built
 from __future__ import annotations
 
 import hashlib
-from pathlib import Path
 
 import pytest
 
@@ -13,13 +12,8 @@ from appgate.agent import run_agent
 from appgate.services import AppProtocol
 from ledger.models import Event
 from ledger.services import record_from_row
-from measurement.backends.base import Kernel
-from measurement.harness.plan import ProtocolSettings
-from measurement.services import gate_candidate
 from tests.appgate.test_manifest import write_app
-
-CASE = "star_1/64x64x64/f32"
-HONEST = (Path(__file__).parents[1] / "measurement" / "cheats" / "honest.c").read_text()
+from tests.forge.fixtures import CASE, HONEST
 
 # Explicit heat steps on an n^3 box of floats (the boundary kept): the baseline's own loop, or
 # (FORGED) the kernel in src/kernel.h, the forge's interface, which M2b replaces.
@@ -83,10 +77,8 @@ def sha(text: str) -> str:
 
 @pytest.mark.one_database  # the App Agent's M2b on real measurements; its SQL is ordinary appends and reads
 def test_m2b_splices_the_admitted_kernel_into_the_candidate_and_the_gate_judges_it(ledger, tmp_path, monkeypatch,
-                                                                                  speed_rule_lifted):
-    admitted = gate_candidate(CASE, "cpu", Kernel(HONEST, {"threads": 1}), "agent:test",
-                              protocol=ProtocolSettings(passes=2, launches=2, warmup=1, max_attempts=1))
-    assert admitted.verdict == "admitted", admitted.detail
+                                                                                  speed_rule_lifted, admit):
+    admitted = admit()  # the honest kernel gated on CASE, measured once a session (tests/conftest.py)
     (tmp_path / "src").mkdir()
     (tmp_path / "src" / "kernel.h").write_text(OWN_KERNEL)
     path = write_app(

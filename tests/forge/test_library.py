@@ -55,9 +55,8 @@ def error_against_oracle(kernel, case_id: str, seed: int, coefficients=None, ref
     return float(np.linalg.norm(result.astype(np.float64) - expected) / np.linalg.norm(expected))
 
 
-def test_the_exact_case_kernel_is_served_with_its_provenance_and_runs_like_the_oracle(ledger, speed_rule_lifted):
-    outcome = gate_candidate(CASE, "cpu", Kernel(HONEST, {"threads": 1}), "agent:test", protocol=QUICK)
-    assert outcome.verdict == "admitted", outcome.detail
+def test_the_exact_case_kernel_is_served_with_its_provenance_and_runs_like_the_oracle(ledger, admit):
+    outcome = admit()  # the honest kernel gated on CASE, measured once a session (tests/conftest.py)
     kernel = lookup(CASE, "cpu")
     assert (kernel.dispatch, kernel.case, kernel.requested, kernel.cell) == (EXACT_CASE, CASE, CASE, None)
     assert kernel.verdict_event == str(outcome.verdict_event.event_id)
