@@ -16,10 +16,9 @@ from ledger.checkpoints import public_key_text, signing_key
 from ledger.models import Event
 from ledger.selectors import stream_events
 from ledger.transfer import export_ledger
-from measurement.backends.base import Kernel
 from measurement.harness.cases import parse_case
 from measurement.selectors import standing_operator_results
-from measurement.services import gate_candidate, load_matrix, matrix_cases, result_key, source_hash
+from measurement.services import load_matrix, matrix_cases, result_key, source_hash
 from tests.forge.fixtures import CASE, HONEST, QUICK
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -56,14 +55,13 @@ def test_every_type_and_precision_of_the_gpu_matrix_has_one_edge_no_round_target
     assert lenders(SLAB, "cpu") == ["star_1/128x128x128/f32", CASE]
 
 
-@pytest.mark.one_database  # two real gates (the matrix case, its edge); the SQL is ordinary appends and reads
-def test_an_admitted_kernel_is_gated_on_its_edge_shape_and_a_type_without_one_is_reported(ledger, speed_rule_lifted,
+@pytest.mark.one_database  # a real gate on the edge shape; the SQL is ordinary appends and reads
+def test_an_admitted_kernel_is_gated_on_its_edge_shape_and_a_type_without_one_is_reported(ledger, speed_rule_lifted, admit,
                                                                                            tmp_path):
+    admitted = admit()  # the honest kernel gated on CASE, measured once a session (tests/conftest.py)
     before = operator_table.render(export(tmp_path), backend="cpu")
     assert "## Edge shapes (generalisation)\n\nNot measured yet: the export holds no EdgeShapeMeasured event." in before
 
-    admitted = gate_candidate(CASE, "cpu", Kernel(HONEST, {"threads": 1}), "agent:test", protocol=QUICK)
-    assert admitted.verdict == "admitted", admitted.detail
     said: list[str] = []
     counts = forge_edges.measure_edges(read_edges("cpu_edges"), "cpu", only={SLAB, BOX_F64}, protocol=QUICK,
                                        say=said.append)
