@@ -82,6 +82,11 @@ class MeasurementReport:
     noisy: bool = False
 
     @property
+    def left_out(self) -> list[str]:
+        """The baselines a re-run left out of contention, neither checked nor timed (measurement.contenders)."""
+        return list(self.description.get("left_out") or [])
+
+    @property
     def bound(self) -> VariantReport | None:
         usable = self.baselines()
         return min(usable, key=lambda r: r.timing.median) if usable else None

@@ -93,9 +93,9 @@ def _record(report: MeasurementReport, key: str, current: OperatorResult, actor:
     was = {"speedup": current.speedup, "speedup_ci": current.speedup_ci, "bound": current.bound,
            "baselines": current.baselines}
     verdict = outcome.verdict_event.payload
-    left_out = carried(current.baselines, report.description.get("left_out", []))
+    carried_entries = carried(current.baselines, report.left_out)
     measured = {"speedup": outcome.speedup, "speedup_ci": verdict["speedup_ci"], "bound": verdict["bound"],
-                "baselines": {**left_out, **verdict["baselines"]}}
+                "baselines": {**carried_entries, **verdict["baselines"]}}
     common = {"result": key, "rerun": str(outcome.verdict_event.event_id), "revises": current.verdict_event,
               "was": was, "measured": measured}
     after = outcome.verdict_event.version
@@ -265,7 +265,7 @@ def rerun_all(backend: str, actor: str, protocol: ProtocolSettings | None = None
             item.verdict, item.speedup, item.speedup_ci = gate.verdict, gate.speedup, gate.speedup_ci
             item.reasons, item.inconclusive = gate.reasons, gate.inconclusive
             item.revision = revision.type if revision is not None else None
-            item.left_out = list(gate.report.description.get("left_out") or [])
+            item.left_out = gate.report.left_out
             if item.tuning is not None:
                 item.tuning.measured = gate.report.description.get("identities", {}).get(tune, {}).get("schedule")
         item.seconds = time.perf_counter() - began

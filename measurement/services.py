@@ -359,7 +359,7 @@ def record_verdict(report: MeasurementReport, key: str, actor: str, hypothesis: 
         "speedup_ci": list(ci) if ci else None,
         "bound": report._summary(bound) if bound else None,
         "baselines": _baseline_ratios(judged, candidate),
-        "left_out": list(report.description.get("left_out") or []),
+        "left_out": report.left_out,
         "same_precision": (bound.precision == report.case.precision) if bound else None,
         "prior_best": _prior_summary(judged, prior),
         "revises": revises,
