@@ -7,7 +7,9 @@ the straightforward kernel, `octa` (the admitted octahedron design), every `pipe
 the composed bound's stand-in, T launches of `rows16` on star_1 of the same shape (the kernel
 admitted for star_1 at 256^3 and 512^3 f32), timed on its own buffers in the same passes. A
 variant whose output differs from the straightforward kernel's is reported, not timed; the gate
-does the real checks. It also sweeps star_1 and varcoef_star_1 (T = 1, the f16 rounds that lost to
+does the real checks. Beside the tiles and chunks it times the changes aimed at pipe's on-chip
+work (warp shuffles for the x neighbours, warps skipping the steps none of their rows needs, three
+blocks an SM; session 27), alone and together. It also sweeps star_1 and varcoef_star_1 (T = 1, the f16 rounds that lost to
 the fair f16 kernel), there beside the straightforward (fair) kernel, with 2 and 4 planes
 prefetched at the default tile (docs/forge.md: one plane ahead lacked bytes in flight).
 
@@ -38,20 +40,33 @@ TILES = ((64, 32), (64, 16), (64, 24), (128, 16), (128, 24), (96, 32))
 
 
 def pipe_variants(case) -> list[tuple[str, dict, object]]:
-    """Tiles x chunks around the default, then 2 and 4 planes prefetched at the default."""
+    """For T = 1: 2 and 4 planes prefetched at the default tile. For T > 1, at the default tile
+    and chunk: each of the changes aimed at the on-chip work (`shuffle`, `skip`, and for T <= 4
+    `min_blocks`; forge/handwritten_temporal.py's `_variant`) alone and together. Then tiles x
+    chunks around the default, each as gated and with shuffles and skipped warps."""
     width, height, chunk = default_parameters(case)
-    made = [(f"pipe {width}x{height} L{chunk} P{p}", {"width": width, "height": height, "chunk": chunk, "prefetch": p},
-             render_pipe) for p in (2, 4)]
+    t = case.stencil.time_steps
+    if t == 1:
+        return [(f"pipe {width}x{height} L{chunk} P{p}", {"width": width, "height": height, "chunk": chunk, "prefetch": p},
+                 render_pipe) for p in (2, 4)]
+    base = {"width": width, "height": height, "chunk": chunk}
+    changes = [("shuffle", {"shuffle": True}), ("skip", {"skip": True}), ("shuffle+skip", {"shuffle": True, "skip": True})]
+    if t <= 4 and 3 * (width // 4) * height <= 2048:
+        changes.append(("shuffle+skip+3 blocks", {"shuffle": True, "skip": True, "min_blocks": 3}))
+    made = [(f"pipe {width}x{height} L{chunk} {name}", {**base, **extra}, render_pipe) for name, extra in changes]
     for w, h in TILES:
         for c in sorted({chunk // 2, chunk, chunk * 2}):
             try:
                 check_parameters(case, w, h, c)
             except ValueError:
                 continue
-            if w // 4 * h * registers_per_thread(case.stencil.time_steps) > REGISTER_FILE:
+            if w // 4 * h * registers_per_thread(t) > REGISTER_FILE:
                 continue  # the block would spill (96x32 at T = 8: 80 registers a thread, 88 bytes spilled)
             made.append((f"pipe {w}x{h} L{c}", {"width": w, "height": h, "chunk": c}, render_pipe))
-    return made
+            if w // 4 in (8, 16, 32):
+                made.append((f"pipe {w}x{h} L{c} shuffle+skip", {"width": w, "height": h, "chunk": c, "shuffle": True,
+                                                                  "skip": True}, render_pipe))
+    return list({name: (name, params, render) for name, params, render in made}.values())  # the default tile recurs
 
 
 def composed_row(backend, case) -> tuple:

@@ -71,23 +71,30 @@ def check_parameters(case: Case, width: int, height: int, chunk: int) -> None:
         raise ValueError(f"tile {width}x{height}: {shared_bytes(t, width, height)} bytes of shared memory for T = {t}")
 
 
-def render_pipe(case: Case, width: int = 64, height: int = 32, chunk: int = 128,
-                prefetch: int = 1) -> tuple[str, dict, str]:
+def render_pipe(case: Case, width: int = 64, height: int = 32, chunk: int = 128, prefetch: int = 1,
+                shuffle: bool = False, skip: bool = False, min_blocks: int = 1) -> tuple[str, dict, str]:
     """(source, launch, hypothesis) of the pipeline for a star_1-family case (T = 1 for star_1 and
     varcoef_star_1: the z march with shared in-plane neighbours, one global read a point).
     `prefetch`: input planes loaded ahead into registers. One plane ahead and a barrier a plane
     left the f16 T = 1 rounds short of bytes in flight (docs/forge.md); more planes ahead raise
-    them at V registers a plane."""
+    them at V registers a plane. The three changes aimed at the on-chip work of T > 1
+    (`_variant`): `shuffle` (x neighbours by warp shuffles), `skip` (a warp whose rows step s
+    no longer needs skips it) and `min_blocks` (registers capped so that many blocks share an SM)."""
     check_parameters(case, width, height, chunk)
     if not 1 <= prefetch <= 8:
         raise ValueError(f"prefetch {prefetch}: 1 to 8 planes ahead")
+    tx_threads = width // V
+    if shuffle and (tx_threads & (tx_threads - 1) or tx_threads > 32 or tx_threads * height % 32):
+        raise ValueError(f"tile {width}x{height}: shuffles need a power-of-two row of at most 32 threads and whole warps")
+    if not 1 <= min_blocks <= 8:
+        raise ValueError(f"min_blocks {min_blocks}: 1 to 8 blocks an SM")
     t = case.stencil.time_steps
     tx = width // V
     threads = tx * height
     out_x, out_y = width - 2 * x_halo(t), height - 2 * t
     redundancy = sum((width - 2 * s) * (height - 2 * s) for s in range(1, t + 1)) / (t * out_x * out_y)
     varcoef = case.stencil.variable_coefficient
-    source = _prefetched(_SOURCE, prefetch).format(
+    source = _variant(_prefetched(_SOURCE, prefetch), shuffle, skip, min_blocks).format(
         T=t, TX=tx, H=height, L=chunk, THREADS=threads, case=case.id, W=width, OX=out_x, OY=out_y,
         INCLUDE="#include <cuda_fp16.h>\n" if case.precision == "f16" else "", ELEM=cuda_type(case.precision),
         VECTOR=VECTOR_HELPERS[case.precision], ALIGN=V * case.dtype.itemsize - 1,
@@ -150,6 +157,48 @@ def waves(case: Case, width: int, height: int, chunk: int, sms: int = 132) -> fl
                  2048 // threads)
     blocks = math.ceil(nx / (width - 2 * x_halo(t))) * math.ceil(ny / (height - 2 * t)) * math.ceil((nz - 2 * t) / chunk)
     return blocks / (max(per_sm, 1) * sms)
+
+
+def _variant(template: str, shuffle: bool, skip: bool, min_blocks: int) -> str:
+    """The template with the changes aimed at pipe's on-chip work for T > 1 (each off: the template
+    as gated, byte for byte). Per step and 4 points a thread moves a 16-byte shared store, two
+    16-byte shared loads and two scalar ones, and every thread computes every step over the
+    whole tile although step s is needed only s rows inside it:
+
+    * `shuffle`: the x neighbours at the thread's ends from the neighbouring lanes' registers
+      (__shfl_up/down_sync within the row's lanes), not from shared memory: two of the five
+      shared accesses a step;
+    * `skip`: a warp none of whose rows lies in [s, H - s) skips step s and its shared store
+      (warp-uniform, so no lane diverges): 17% of the steps at 64 x 24 for T = 4, 25% at 64 x 32
+      for T = 8. Those rows are read only by points that are themselves not needed;
+    * `min_blocks` > 1: __launch_bounds__'s second argument, so the compiler keeps the registers a
+      thread at what lets that many blocks share an SM (T = 4: 64 registers give 2 blocks of 384
+      threads, 56 give 3), more warps to hide the barrier each plane."""
+    edits = []
+    if shuffle:
+        edits.append(("""                const float* row = reinterpret_cast<const float*>(src + ty * TX);
+                const float west = row[tx > 0 ? tx * V - 1 : 0];
+                const float east = row[tx < TX - 1 ? tx * V + V : W - 1];
+""", """                const float west = __shfl_up_sync(0xffffffffu, cur[s - 1][V - 1], 1, TX);  /* lane 0: its own, in the halo */
+                const float east = __shfl_down_sync(0xffffffffu, cur[s - 1][0], 1, TX);
+"""))
+    if skip:
+        edits += [
+            ("    auto load = [&](int k, float* v) {{\n",
+             "    const int lane0 = (ty * TX + tx) / 32 * 32;  /* the warp's rows: [lane0 / TX, (lane0 + 31) / TX] */\n"
+             "    const int row_first = lane0 / TX, row_last = min((lane0 + 31) / TX, H - 1);\n"
+             "    auto load = [&](int k, float* v) {{\n"),
+            ("            if (k - (zb - T) >= 2 * s) {{",
+             "            const bool live = row_last >= s && row_first < H - s;  /* else no row of the warp is needed */\n"
+             "            if (live && k - (zb - T) >= 2 * s) {{"),
+            ("            if (s < T) planes[", "            if (s < T && live) planes["),
+        ]
+    if min_blocks > 1:
+        edits.append(("__launch_bounds__({THREADS})", "__launch_bounds__({THREADS}, %d)" % min_blocks))
+    for old, new in edits:
+        assert old in template, old
+        template = template.replace(old, new)
+    return template
 
 
 def _prefetched(template: str, planes: int) -> str:

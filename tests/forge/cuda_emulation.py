@@ -1,4 +1,4 @@
-"""Run a CUDA kernel without warp intrinsics on the CPU: the source is compiled as C++ with a
+"""Run a CUDA kernel on the CPU: the source is compiled as C++ with a
 small prelude (dim3, the vector types, __half as _Float16) and a driver loops over every block
 and thread. Threads that only read their inputs and write their own outputs are independent, so
 the loop computes what the GPU would. A kernel with a barrier is allowed one pattern: threads
@@ -8,7 +8,8 @@ are written once per pass by one thread and never read). A kernel with dynamic s
 (`extern __shared__`, barriers inside its loops: the `pipe` pipeline, the `planes` ring) runs each block's threads
 as real threads meeting at a std::barrier, the shared array one buffer per block, and a thread
 that returns drops out of the barrier as it would on the GPU; cp.async copies (`planes`) land at
-the wait that covers them, not before. CI has no GPU, and a hand-written
+the wait that covers them, not before; warp shuffles (`pipe`'s `shuffle`) meet at a barrier of
+the warp's threads, so a kernel whose lanes diverge around a shuffle hangs here as it is wrong there. CI has no GPU, and a hand-written
 candidate must be known correct before device time is spent on it."""
 from __future__ import annotations
 
@@ -58,6 +59,7 @@ inline float __high2float(__half2 h) { return (float)h.y; }
 THREADED = r"""
 #include <barrier>
 #include <cmath>
+#include <memory>
 #include <thread>
 #include <vector>
 #define __launch_bounds__(...)
@@ -68,6 +70,23 @@ static char* dynamic_shared;
 #undef __syncthreads
 #define __syncthreads() block_barrier->arrive_and_wait()
 template <class T> inline T __ldg(const T* p) { return *p; }
+/* Warp shuffles: a warp is 32 consecutive threads of the block (x fastest); every lane writes its
+   value to the warp's slots, the warp meets, each reads its source lane (its own past the edge of
+   its `width`-lane segment, as on the GPU), and the warp meets again before the slots are reused. */
+static thread_local std::barrier<>* warp_barrier;
+static thread_local float* warp_slots;
+static thread_local int lane_of_thread;
+inline float warp_exchange(float v, int source, int width)
+{
+    const int first = lane_of_thread / width * width;
+    warp_slots[lane_of_thread] = v;
+    warp_barrier->arrive_and_wait();
+    const float got = (source >= first && source < first + width) ? warp_slots[source] : v;
+    warp_barrier->arrive_and_wait();
+    return got;
+}
+inline float __shfl_up_sync(unsigned, float v, int delta, int width = 32) { return warp_exchange(v, lane_of_thread - delta, width); }
+inline float __shfl_down_sync(unsigned, float v, int delta, int width = 32) { return warp_exchange(v, lane_of_thread + delta, width); }
 inline float4 make_float4(float x, float y, float z, float w) { return float4{x, y, z, w}; }
 /* cp.async as kernels spell it (copy_async, commit_async, wait_async<N>), with the GPU's ordering:
    a copy lands only at the wait that covers its group, so a kernel that reads a buffer before
@@ -99,14 +118,23 @@ extern "C" void emulate(int gx, int gy, int gz, int bx, int by, int bz, const vo
     dynamic_shared = shared.data();
     for (int k = 0; k < gz; ++k) for (int j = 0; j < gy; ++j) for (int i = 0; i < gx; ++i) {
         blockIdx = dim3{(unsigned)i, (unsigned)j, (unsigned)k};
-        std::barrier<> barrier(bx * by * bz);
+        const int count = bx * by * bz, warps = (count + 31) / 32;
+        std::barrier<> barrier(count);
         block_barrier = &barrier;
+        std::vector<std::unique_ptr<std::barrier<>>> warp_barriers;
+        for (int w = 0; w < warps; ++w) warp_barriers.emplace_back(new std::barrier<>(std::min(32, count - 32 * w)));
+        std::vector<float> slots(32 * warps);
         std::vector<std::thread> threads;
         for (int tz = 0; tz < bz; ++tz) for (int ty = 0; ty < by; ++ty) for (int tx = 0; tx < bx; ++tx)
-            threads.emplace_back([=, &barrier] {
+            threads.emplace_back([=, &barrier, &warp_barriers, &slots] {
                 threadIdx = dim3{(unsigned)tx, (unsigned)ty, (unsigned)tz};
+                const int linear = (tz * by + ty) * bx + tx;
+                lane_of_thread = linear % 32;
+                warp_barrier = warp_barriers[linear / 32].get();
+                warp_slots = slots.data() + linear / 32 * 32;
                 stencil((const elem_t*)u, (const elem_t*)a, (elem_t*)y, coef, nz, ny, nx);
                 barrier.arrive_and_drop();
+                warp_barrier->arrive_and_drop();
             });
         for (auto& t : threads) t.join();
     }

@@ -50,6 +50,37 @@ def test_planes_loaded_further_ahead_compute_the_same(case_id, width, height, ch
         assert judged(case, source, launch, misalign) <= TOLERANCE[case.precision], misalign
 
 
+@pytest.mark.parametrize("case_id, width, height, chunk, min_blocks", [
+    ("diamond_ts4/21x30x44/f32", 16, 16, 5, 3),  # 4 lanes a row, 8 rows a warp: no warp skips at T = 4
+    ("diamond_ts8/26x37x40/f32", 32, 20, 4, 1),  # 8 lanes a row, 4 rows a warp: the first and last warps skip steps 4-8
+    ("diamond_ts2/19x40x30/f32", 64, 8, 6, 2),   # 16 lanes a row, 2 rows a warp; nx short of one tile
+])
+def test_shuffles_and_skipped_warps_compute_the_same(case_id, width, height, chunk, min_blocks):
+    case = parse_case(case_id)
+    for shuffle, skip in ((True, False), (False, True), (True, True)):
+        source, launch, _ = render_pipe(case, width, height, chunk, shuffle=shuffle, skip=skip, min_blocks=min_blocks)
+        assert ("__shfl_up_sync" in source) == shuffle and ("live &&" in source) == skip
+        for misalign in (False, True):
+            assert judged(case, source, launch, misalign) <= TOLERANCE[case.precision], (shuffle, skip, misalign)
+
+
+def test_a_skip_that_drops_a_needed_row_is_caught():
+    """The check above can fail: warps skipping step s one row too early."""
+    case = parse_case("diamond_ts8/26x37x40/f32")
+    source, launch, _ = render_pipe(case, 32, 20, 4, skip=True)
+    broken = source.replace("row_last >= s && row_first < H - s", "row_last > s && row_first < H - s - 1")
+    assert broken != source
+    assert judged(case, broken, launch, False) > TOLERANCE[case.precision]
+
+
+def test_shuffles_need_rows_of_whole_power_of_two_lanes():
+    case = parse_case("diamond_ts4/256x256x256/f32")
+    with pytest.raises(ValueError, match="power-of-two"):
+        render_pipe(case, 96, 32, 32, shuffle=True)  # 24 lanes a row
+    assert "__launch_bounds__(384, 3)" in render_pipe(case, 64, 24, 32, min_blocks=3)[0]
+    assert render_pipe(case, 64, 24, 32, shuffle=False, skip=False)[0] == render_pipe(case, 64, 24, 32)[0]
+
+
 def test_a_pipeline_with_a_wrong_z_neighbour_is_caught():
     """The check above can fail: a step that takes its own plane for the one below."""
     case = parse_case("diamond_ts4/21x30x44/f32")
