@@ -120,12 +120,23 @@ def render_pipe(case: Case, width: int = 64, height: int = 32, chunk: int = 128,
 
 def candidate(case: Case) -> tuple[str, dict, str, str]:
     """The `pipe` candidate campaigns submit (forge.candidates.matrix_candidates), with the
-    tile and chunk of `default_parameters`."""
+    tile and chunk of `default_parameters`. For T > 1 with the changes the session-27 sweep
+    (docs/benchmarks/temporal_sweep_h200_s27.json, every variant beside the composed bound in the
+    same passes) measured fastest at those tiles: shuffles for every T (diamond_ts8/512^3 0.940x
+    -> 1.207x of 8 launches), and skipped warps up to T = 4 only (with shuffles diamond_ts4/512^3
+    1.453x -> 1.619x; at T = 8 they cost 1.207x -> 1.074x: with one block an SM, the per-step
+    branch keeps the compiler from overlapping the steps' shared loads)."""
     width, height, chunk = default_parameters(case)
-    source, launch, hypothesis = render_pipe(case, width, height, chunk)
     t = case.stencil.time_steps
+    shuffle, skip = t > 1, 1 < t <= 4
+    source, launch, hypothesis = render_pipe(case, width, height, chunk, shuffle=shuffle, skip=skip)
     what = f"3.5-D pipeline of the {t} steps" if t > 1 else "z march, in-plane neighbours from a shared plane"
-    return f"pipe: {what}, {width}x{height} tiles, {chunk} planes a block", launch, hypothesis, source
+    changes = "".join(f", {name}" for name, on in (("x neighbours by shuffles", shuffle), ("idle warps skip steps", skip)) if on)
+    if shuffle:
+        hypothesis += (" Changed from the pipe gated before: the x neighbours by warp shuffles"
+                       + (" and warps skipping the steps none of their rows needs" if skip else "")
+                       + ", fewer shared accesses a step (temporal_sweep_h200_s27.json).")
+    return f"pipe: {what}, {width}x{height} tiles, {chunk} planes a block{changes}", launch, hypothesis, source
 
 
 def default_parameters(case: Case) -> tuple[int, int, int]:

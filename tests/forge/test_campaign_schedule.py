@@ -41,9 +41,8 @@ def test_untried_hand_written_candidates_come_first_then_the_levers(campaign_led
         assert subject(case, 1, first=1) == "levers", case
     # star_1 f64: no rows8 (one double per 8 bytes); short4 is next
     assert subject("star_1/512x512x512/f64", 1, first=1) == ("external", "short4")
-    # diamond_ts8: octa and pipe were gated, but pipe's tiles now start one x halo earlier (whole
-    # vectors, for T = 1): another source, so it is offered again
-    assert subject("diamond_ts8/512x512x512/f32", 1, first=1) == ("external", "pipe")
+    # diamond_ts8: octa, pipe and pipe with shuffles (session 27, h200_campaign_pipe2_s27.log) gated
+    assert subject("diamond_ts8/512x512x512/f32", 1, first=1) == "levers"
 
 
 def test_the_levers_go_on_when_every_hand_written_candidate_was_gated(campaign_ledger, monkeypatch):
