@@ -104,3 +104,55 @@ def test_a_diamond_candidate_slower_than_t_launches_of_the_admitted_star_1_kerne
     recorded = {v["name"]: v for v in outcome.measured_event.data["variants"]}
     assert recorded["composed(star_1 admitted x4)"]["source_hash"] == hashlib.sha256(F16C.encode()).hexdigest()
     assert recorded["composed(straightforward x4)"]["identity"]["admitted_under"] is None
+
+
+def test_fewer_launches_of_a_shorter_diamonds_kernel_compose_the_case_with_nan_around_the_region():
+    """diamond_ts4 as two launches of a 2-step kernel: each writes the grid minus 2 cells, so the
+    4-step result lands on the case's region and NaN in the ring between."""
+    backend = cpu.create()
+    case = parse_case("diamond_ts4/19x21x23/f32")
+    part = parse_case("diamond_ts2/19x21x23/f32")
+    kernel = backend.straightforward(part)
+    variant = Variant("composed(diamond_ts2 admitted x2)", kernel, steps=2)
+    prepared = backend.prepare(case, variant)
+    inputs = make_inputs(case, 11)
+    buffers = backend.allocate(case, inputs, "end")
+    buffers.poison_output()
+    prepared.run(buffers, backend.coefficients(case.coefficients()))
+    assert prepared.launches == 2
+    out = buffers.output()
+    assert relative_error(out[case.region], reference(case, inputs, case.coefficients())) < 1e-6
+    outside = out.copy()
+    outside[case.region] = np.nan
+    assert np.isnan(outside).all() and buffers.inputs_unchanged()
+    assert prepared.identity["single_step_case"] == part.id and prepared.identity["steps"] == 2
+    with pytest.raises(ValueError):  # three launches do not make four steps
+        backend.prepare(case, Variant("composed(diamond_ts2 admitted x3)", kernel, steps=3))
+
+
+@pytest.mark.one_database
+def test_an_admitted_shorter_diamond_kernel_becomes_a_composed_bound_of_the_longer_one(ledger, monkeypatch):
+    monkeypatch.setenv("FORGESTENCIL_CPU_BASELINES", "")
+    diamond = f"diamond_ts4/{SHAPE}/f32"
+    assert [b.variant.name for b in composed_bounds(parse_case(diamond), "cpu")] == ["composed(straightforward x4)"]
+    shorter = f"diamond_ts2/{SHAPE}/f32"
+    kernel = cpu.create().straightforward(parse_case(shorter))
+    with monkeypatch.context() as lifted:
+        from tests.conftest import lift_speed_rule
+
+        lift_speed_rule(lifted)
+        admission = gate_candidate(shorter, "cpu", kernel, "agent:test", protocol=QUICK)
+    assert admission.verdict == "admitted", admission.detail
+    bounds = {b.variant.name: b for b in composed_bounds(parse_case(diamond), "cpu")}
+    assert list(bounds) == ["composed(straightforward x4)", "composed(diamond_ts2 admitted x2)"]
+    identity = bounds["composed(diamond_ts2 admitted x2)"].identity
+    assert identity["admitted_under"] == result_key("cpu", shorter) and identity["steps"] == 2
+    assert identity["single_step_case"] == shorter and identity["composed_of"] == "diamond_ts2 admitted"
+    # A gate of the longer case times it in its child beside the other baselines, correct and usable
+    outcome = gate_candidate(diamond, "cpu", cpu.create().straightforward(parse_case(diamond)), "agent:test", protocol=QUICK)
+    timed = outcome.report.variants["composed(diamond_ts2 admitted x2)"]
+    assert timed.correctness.correct and timed.usable and timed.variant.steps == 2
+    assert "composed(diamond_ts2 admitted x2)" in outcome.verdict_event.data["baselines"]
+    # diamond_ts3 has no shorter diamond that divides it: star_1's two composed bounds only
+    assert [b.variant.name for b in composed_bounds(parse_case(f"diamond_ts3/{SHAPE}/f32"), "cpu")] == [
+        "composed(straightforward x3)"]
