@@ -81,14 +81,15 @@ def history(events: list[RecordedEvent], value_field: str, known: dict[str, int]
         data = event.data
         rerun = positions.get(data.get("rerun") or "")
         entry = {"position": event.position, "type": event.type, "actor": event.actor, "recorded_at": event.recorded_at,
-                 **stamp_times(event), "rerun": rerun, "verdict": None, "value": None, "from_value": None, "reason": ""}
+                 **stamp_times(event), "rerun": rerun, "verdict": None, "value": None, "from_value": None, "reason": "",
+                 "left_out": []}  # a re-run verdict's baselines out of contention (measurement.contenders)
         by = f"re-run #{rerun}" if rerun else event.actor
         if event.type in ("GateVerdict", "AppGateVerdict"):
             if event.type == "GateVerdict" and data["verdict"] == "rejected" and not data.get("revises"):
                 continue  # a forge candidate that never became the result (an app's verdicts all are its own)
             is_rerun = bool(data.get("revises"))
             entry.update(verdict=data["verdict"], value=data.get(value_field), reason=data.get("detail", ""),
-                         rerun=event.position if is_rerun else None)
+                         rerun=event.position if is_rerun else None, left_out=list(data.get("left_out") or []))
             verdict = data["verdict"]
             if verdict == "inconclusive":  # its detail says why first (measurement.reruns)
                 verdict = f"inconclusive ({data['detail'].split('; ', 1)[0]}), nothing revised"

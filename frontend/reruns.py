@@ -34,7 +34,7 @@ from appgate.models import AppRow
 from ledger import leases
 from ledger.errors import ConcurrencyError
 from ledger.models import Event, Lease
-from ledger.selectors import stream_events
+from ledger.selectors import events_at, stream_events
 from ledger.services import NewEvent, append, iso_utc, record_from_row
 from measurement.harness.cases import CaseError, parse_case
 from measurement.harness.plan import DEFAULT_PROTOCOL, ProtocolSettings
@@ -262,6 +262,19 @@ def _as_dict(row: RerunRow) -> dict[str, Any]:
             "progress": row.progress, "outcome": row.outcome, "detail": row.detail, "history_line": row.history_line}
 
 
+def _with_left_out(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each re-run with `left_out`: the library baselines its verdict did not time, being out of
+    contention (measurement.contenders; docs/measurement.md, "Re-runs time the contenders"), so a
+    reviewer sees that its speedups over them are not this re-run's. Read from the verdict event
+    itself, the one record of it (the RerunFinished outcome does not copy it); [] when it left none
+    out, had no verdict, or was an application's (an AppGateVerdict records none)."""
+    verdicts = events_at((row["outcome"] or {}).get("verdict_position") for row in rows)
+    for row in rows:
+        verdict = verdicts.get((row["outcome"] or {}).get("verdict_position"))
+        row["left_out"] = list(verdict.data.get("left_out") or []) if verdict and verdict.type == "GateVerdict" else []
+    return rows
+
+
 def rerun_status(rerun_id: str) -> dict[str, Any]:
     """The re-run as its page shows it; a running one with its worker: host, pid, last heartbeat
     and whether that worker still lives (a dead one's re-run stays "running" until the reaper
@@ -269,7 +282,7 @@ def rerun_status(rerun_id: str) -> dict[str, Any]:
     row = RerunRow.objects.filter(rerun=rerun_id).first()
     if row is None:
         raise UnknownRerun(f"no re-run {rerun_id}")
-    status = _as_dict(row)
+    status = _with_left_out([_as_dict(row)])[0]
     if row.state == "running":
         key = _stream(rerun_id)
         lease = Lease.objects.filter(key=key).first()
@@ -286,7 +299,7 @@ def recent_reruns(result: str | None = None, limit: int = 50, *, state: str | No
     for field, value in (("result", result), ("state", state), ("backend", backend), ("kind", kind)):
         if value:
             rows = rows.filter(**{field: value})
-    return [_as_dict(row) for row in rows[:limit]]
+    return _with_left_out([_as_dict(row) for row in rows[:limit]])
 
 
 def listed(params: Mapping[str, str], limit: int = 50) -> list[dict[str, Any]]:

@@ -3,6 +3,7 @@ from rest_framework import serializers
 
 from frontend.reruns import KINDS, STATES
 from ledger.review import MAX_TEXT_CHARS
+from measurement.contenders import CONTENTION_FACTOR
 
 
 class OperatorRowSerializer(serializers.Serializer):
@@ -153,6 +154,10 @@ class RerunSerializer(serializers.Serializer):
     outcome = serializers.JSONField(allow_null=True)
     detail = serializers.CharField(allow_blank=True)
     history_line = serializers.CharField(allow_null=True)
+    left_out = serializers.ListField(
+        child=serializers.CharField(),
+        help_text=f"the library baselines its verdict did not time, out of contention (>= {CONTENTION_FACTOR:g}x behind "
+                  "the bound when last timed); [] when none")
     worker = serializers.JSONField(required=False, allow_null=True,
                                    help_text="running only: host, pid, heartbeat_at and alive (false: its worker stopped "
                                              "reporting; the reaper will close the re-run as abandoned)")

@@ -15,6 +15,7 @@ from pygments.lexers import CLexer, CppLexer, DiffLexer
 from frontend.recorded import stamp_times
 from frontend.tables import BASELINE_COLUMNS, BASELINE_FAMILIES
 from ledger.review import MAX_TEXT_CHARS
+from measurement import contenders
 from measurement.harness.rules import REGRESSION_BAND
 
 register = template.Library()
@@ -27,6 +28,13 @@ _LEXERS = {"c": CLexer, "cuda": CppLexer, "diff": DiffLexer}
 def text_limit() -> int:
     """The longest comment or reason a reviewer may write (the form's maxlength; the server checks it too)."""
     return MAX_TEXT_CHARS
+
+
+@register.simple_tag
+def contention_factor() -> str:
+    """How far behind the bound a baseline was for a re-run to leave it out ("3"), from the rule
+    itself (measurement.contenders), so the pages' wording cannot drift from it."""
+    return f"{contenders.CONTENTION_FACTOR:g}"
 
 
 @register.simple_tag
