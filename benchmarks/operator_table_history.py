@@ -185,24 +185,30 @@ def regate_section(export: Export) -> list[str]:
     ]
 
 
+def timed_composed(verdict: dict) -> dict[str, float]:
+    """{name: speedup} over the composed bounds a verdict timed itself: a re-run that left library
+    baselines out (measurement/contenders.py) still timed its composed ones, and an entry it
+    carried from the standing measurement was not timed by it."""
+    left_out = set(verdict.get("left_out") or [])
+    return {name: b["speedup"] for name, b in (verdict.get("baselines") or {}).items()
+            if name.startswith("composed(") and name not in left_out and not b.get("carried") and b.get("speedup")}
+
+
 def temporal_target(export: Export) -> list[str]:
     """The temporal target (issue 16): every diamond_tsT with T >= 4 at TEMPORAL_TARGET over its
     composed bound, the fastest of its composed baselines (T launches of the best single step, T / S
-    of an admitted diamond_tsS kernel) in
-    the newest measurement of its standing kernel that timed every baseline (its latest re-gate,
-    or the admitting verdict of a kernel admitted after it); a case that no longer stands does
-    not meet it whatever its ratio."""
+    of an admitted diamond_tsS kernel) in the newest verdict that timed one (a re-run, or the
+    admitting verdict of a kernel admitted after it); a case that no longer stands does not meet
+    it whatever its ratio."""
     temporal = sorted(c for c in export.cases if c.startswith("diamond_ts") and int(c.split("/")[0][10:]) >= 4)
     if not temporal:
         return []
     parts, every = [], True
     for case in temporal:
         result = export.results.get(case)
-        named = [e for e in ([*result.reruns, result.verdict] if result else [])
-                 if e and e["payload"].get("baselines") and not e["payload"].get("left_out")]
+        named = [e for e in ([*result.reruns, result.verdict] if result else []) if e and timed_composed(e["payload"])]
         newest = max(named, key=lambda e: e["position"])["payload"] if named else {}
-        composed = [b.get("speedup") for name, b in newest.get("baselines", {}).items()
-                    if name.startswith("composed(") and b.get("speedup")]
+        composed = list(timed_composed(newest).values())
         over = min(composed) if composed else None
         standing = export.results.get(case) is not None and export.results[case].standing
         every &= bool(over and standing and over >= TEMPORAL_TARGET)
