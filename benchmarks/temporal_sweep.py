@@ -43,7 +43,8 @@ def pipe_variants(case) -> list[tuple[str, dict, object]]:
     """For T = 1: 2 and 4 planes prefetched at the default tile. For T > 1, at the default tile
     and chunk: each of the changes aimed at the on-chip work (`shuffle`, `skip`, and for T <= 4
     `min_blocks`; forge/handwritten_temporal.py's `_variant`) alone and together. Then tiles x
-    chunks around the default, each as gated and with shuffles and skipped warps."""
+    chunks around the default, each as gated and with shuffles and skipped warps (skipped warps
+    alone where a row is not a power of two lanes)."""
     width, height, chunk = default_parameters(case)
     t = case.stencil.time_steps
     if t == 1:
@@ -66,6 +67,8 @@ def pipe_variants(case) -> list[tuple[str, dict, object]]:
             if w // 4 in (8, 16, 32):
                 made.append((f"pipe {w}x{h} L{c} shuffle+skip", {"width": w, "height": h, "chunk": c, "shuffle": True,
                                                                   "skip": True}, render_pipe))
+            else:  # rows of 24 lanes: no shuffles within a row, but whole warps still skip
+                made.append((f"pipe {w}x{h} L{c} skip", {"width": w, "height": h, "chunk": c, "skip": True}, render_pipe))
     return list({name: (name, params, render) for name, params, render in made}.values())  # the default tile recurs
 
 

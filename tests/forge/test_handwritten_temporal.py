@@ -50,14 +50,18 @@ def test_planes_loaded_further_ahead_compute_the_same(case_id, width, height, ch
         assert judged(case, source, launch, misalign) <= TOLERANCE[case.precision], misalign
 
 
-@pytest.mark.parametrize("case_id, width, height, chunk, min_blocks", [
-    ("diamond_ts4/21x30x44/f32", 16, 16, 5, 3),  # 4 lanes a row, 8 rows a warp: no warp skips at T = 4
-    ("diamond_ts8/26x37x40/f32", 32, 20, 4, 1),  # 8 lanes a row, 4 rows a warp: the first and last warps skip steps 4-8
-    ("diamond_ts2/19x40x30/f32", 64, 8, 6, 2),   # 16 lanes a row, 2 rows a warp; nx short of one tile
+BOTH = ((True, False), (False, True), (True, True))
+
+
+@pytest.mark.parametrize("case_id, width, height, chunk, min_blocks, modes", [
+    ("diamond_ts4/21x30x44/f32", 16, 16, 5, 3, BOTH),  # 4 lanes a row, 8 rows a warp: no warp skips at T = 4
+    ("diamond_ts8/26x37x40/f32", 32, 20, 4, 1, BOTH),  # 8 lanes a row, 4 rows a warp: the first and last warps skip steps 4-8
+    ("diamond_ts2/19x40x30/f32", 64, 8, 6, 2, BOTH),   # 16 lanes a row, 2 rows a warp; nx short of one tile
+    ("diamond_ts4/21x30x44/f32", 24, 16, 5, 1, ((False, True),)),  # 6 lanes a row: warps end inside rows 5 and 10
 ])
-def test_shuffles_and_skipped_warps_compute_the_same(case_id, width, height, chunk, min_blocks):
+def test_shuffles_and_skipped_warps_compute_the_same(case_id, width, height, chunk, min_blocks, modes):
     case = parse_case(case_id)
-    for shuffle, skip in ((True, False), (False, True), (True, True)):
+    for shuffle, skip in modes:
         source, launch, _ = render_pipe(case, width, height, chunk, shuffle=shuffle, skip=skip, min_blocks=min_blocks)
         assert ("__shfl_up_sync" in source) == shuffle and ("live &&" in source) == skip
         for misalign in (False, True):

@@ -1,0 +1,49 @@
+#!/usr/bin/env python
+"""One `pipe` variant (forge/handwritten_temporal.py) launched twice on its case, for Nsight Compute
+to profile the second launch: which on-chip limit each change of session 27 moved (docs/forge.md).
+The timing of the variants is temporal_sweep.py's; this only gives ncu a process per variant.
+
+On the device machine (docs/gpu.md):
+
+    ncu --clock-control none --kernel-name stencil --launch-skip 1 --launch-count 1 \\
+        --section SpeedOfLight --section Occupancy --section WarpStateStats --section MemoryWorkloadAnalysis_Tables \\
+        python3 benchmarks/pipe_profile.py --case diamond_ts4/512x512x512/f32 --shuffle --skip
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from forge.handwritten_temporal import default_parameters, render_pipe  # noqa: E402
+from measurement.harness.cases import parse_case  # noqa: E402
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--case", required=True)
+    parser.add_argument("--shuffle", action="store_true")
+    parser.add_argument("--skip", action="store_true")
+    options = parser.parse_args()
+    from measurement.backends import get_backend
+    from measurement.backends.base import Kernel, Variant
+    from measurement.harness.oracle import make_inputs
+
+    case = parse_case(options.case)
+    width, height, chunk = default_parameters(case)
+    source, launch, _ = render_pipe(case, width, height, chunk, shuffle=options.shuffle, skip=options.skip)
+    backend = get_backend("cuda")
+    prepared = backend.prepare(case, Variant("pipe", Kernel(source, launch), "candidate"))
+    buffers = backend.allocate(case, make_inputs(case, 1))
+    coefficients = backend.coefficients(case.coefficients())
+    for _ in range(2):  # the first compiles and warms; ncu profiles the second (--launch-skip 1)
+        prepared.run(buffers, coefficients)
+    backend.synchronize()
+    print(f"{case.id}: pipe {width}x{height} L{chunk} shuffle={options.shuffle} skip={options.skip}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
