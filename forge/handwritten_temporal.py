@@ -120,33 +120,40 @@ def render_pipe(case: Case, width: int = 64, height: int = 32, chunk: int = 128,
 
 def candidate(case: Case) -> tuple[str, dict, str, str]:
     """The `pipe` candidate campaigns submit (forge.candidates.matrix_candidates), with the
-    tile and chunk of `default_parameters`. For T > 1 with the changes the session-27 sweep
-    (docs/benchmarks/temporal_sweep_h200_s27.json, every variant beside the composed bound in the
-    same passes) measured fastest at those tiles: shuffles for every T (diamond_ts8/512^3 0.940x
-    -> 1.207x of 8 launches), and skipped warps up to T = 4 only (with shuffles diamond_ts4/512^3
+    tile and chunk of `default_parameters`. For T > 1 with the changes the session-27 sweeps
+    (docs/benchmarks/temporal_sweep_h200_s27.json, temporal_sweep_ts4_h200_s27.json: every
+    variant beside the composed bound in the same passes) measured fastest: shuffles wherever a
+    row is a power of two lanes (diamond_ts8/512^3 0.940x -> 1.207x of 8 launches; the 24-lane
+    rows of 96 x 32 have none), and skipped warps up to T = 4 only (with shuffles diamond_ts4/512^3
     1.453x -> 1.619x; at T = 8 they cost 1.207x -> 1.074x: with one block an SM, the per-step
     branch keeps the compiler from overlapping the steps' shared loads)."""
     width, height, chunk = default_parameters(case)
     t = case.stencil.time_steps
-    shuffle, skip = t > 1, 1 < t <= 4
+    lanes = width // V
+    shuffle, skip = t > 1 and lanes & (lanes - 1) == 0 and lanes <= 32, 1 < t <= 4
     source, launch, hypothesis = render_pipe(case, width, height, chunk, shuffle=shuffle, skip=skip)
     what = f"3.5-D pipeline of the {t} steps" if t > 1 else "z march, in-plane neighbours from a shared plane"
     changes = "".join(f", {name}" for name, on in (("x neighbours by shuffles", shuffle), ("idle warps skip steps", skip)) if on)
-    if shuffle:
-        hypothesis += (" Changed from the pipe gated before: the x neighbours by warp shuffles"
-                       + (" and warps skipping the steps none of their rows needs" if skip else "")
-                       + ", fewer shared accesses a step (temporal_sweep_h200_s27.json).")
+    made = [what for what, on in (("the x neighbours by warp shuffles", shuffle),
+                                  ("warps skipping the steps none of their rows needs", skip)) if on]
+    if made:
+        hypothesis += (f" Changed from the pipe gated before: {' and '.join(made)}, less on-chip work a step "
+                       "(temporal_sweep_h200_s27.json, temporal_sweep_ts4_h200_s27.json).")
     return f"pipe: {what}, {width}x{height} tiles, {chunk} planes a block{changes}", launch, hypothesis, source
 
 
 def default_parameters(case: Case) -> tuple[int, int, int]:
-    """64 x 24 tiles up to T = 4, 64 x 32 above (a 24-row tile at T = 8 keeps 8 of 24 rows); the
-    chunk by `chunk_cost`. On the H200 sweep (docs/benchmarks/temporal_sweep_h200.json) this
-    picks the fastest variant of diamond_ts4 at 512^3 (L128) and 256^3 (L32)."""
+    """96 x 32 tiles up to T = 4, 64 x 32 above (a 24-row tile at T = 8 keeps 8 of 24 rows), 128 x 24
+    for T = 1; the chunk by `chunk_cost` among those that fill the SMs. For T > 1 a single whole
+    wave counts as full: on the H200 (docs/benchmarks/temporal_sweep_ts4_h200_s27.json) 96 x 32 with
+    skipped warps ran diamond_ts4/256^3 fastest at L64, exactly one wave (1.694x of the composed
+    bound; 64 x 24 with shuffles 1.547x), and 512^3 at L128 (1.624x; 64 x 24 with shuffles 1.633x).
+    T = 1 keeps two waves, the rule its f16 rounds were gated under."""
     t = case.stencil.time_steps
-    width, height = (64, 24) if 1 < t <= 4 else (128, 24) if t == 1 else (64, 32)  # T = 1: a 4-point x halo, so wider
+    width, height = (96, 32) if 1 < t <= 4 else (128, 24) if t == 1 else (64, 32)  # T = 1: a 4-point x halo, so wider
     chunks = [c for c in (16, 32, 64, 128, 256, 512) if c < case.shape[0]] or [16]
-    full = [c for c in chunks if waves(case, width, height, c) >= 2] or chunks[:1]  # a lone partial wave idles SMs
+    least = 1 if t > 1 else 2  # below one wave, or a lone partial second one, SMs idle
+    full = [c for c in chunks if waves(case, width, height, c) >= least] or chunks[:1]
     return width, height, min(full, key=lambda c: (chunk_cost(case, width, height, c), -c))
 
 

@@ -112,4 +112,4 @@ def test_campaigns_offer_the_pipeline_after_the_octahedron_and_to_f16_star_1_bef
     offered = [c[0].split(":")[0] for c in matrix_candidates(parse_case("star_1/512x512x512/f16"))]
     assert offered == ["rows16", "rows8", "short4", "pipe", "planes"]
     assert "pipe" not in [c[0].split(":")[0] for c in matrix_candidates(parse_case("star_1/512x512x512/f32"))]
-    assert default_parameters(parse_case("diamond_ts4/256x256x256/f32")) == (64, 24, 32)
+    assert default_parameters(parse_case("diamond_ts4/256x256x256/f32")) == (96, 32, 64)
