@@ -78,7 +78,8 @@ def test_a_fresh_clone_browses_the_h200_campaign(db, client, capsys):
     # admitted all four diamonds (both diamond_ts8 retracted before, diamond_ts4/256^3 downgraded before;
     # docs/benchmarks/h200_campaign_pipe2_s27.log) and its re-run reconfirmed all 32 standing results;
     # then both diamond_ts8 were retracted by a re-run against two launches of the admitted diamond_ts4
-    # kernel, a composed bound since session 27 (0.739x, docs/benchmarks/h200_rerun_ts8_s27.log).
+    # kernel, a composed bound since session 27 (0.739x, docs/benchmarks/h200_rerun_ts8_s27.log), and
+    # diamond_ts4/256^3 admitted again with 96x32 tiles (1.698x, h200_campaign_pipe3_s27.log).
     assert len(expected) == 37
     statuses = [status for status, _ in expected.values()]
     assert (statuses.count("admitted"), statuses.count("downgraded"), statuses.count("retracted")) == (9, 21, 7)
