@@ -9,7 +9,7 @@ admitted for star_1 at 256^3 and 512^3 f32), timed on its own buffers in the sam
 variant whose output differs from the straightforward kernel's is reported, not timed; the gate
 does the real checks. Beside the tiles and chunks it times the changes aimed at pipe's on-chip
 work (warp shuffles for the x neighbours, warps skipping the steps none of their rows needs, three
-blocks an SM; session 27), alone and together. It also sweeps star_1 and varcoef_star_1 (T = 1, the f16 rounds that lost to
+blocks an SM, two rows a thread; session 27), alone and together. It also sweeps star_1 and varcoef_star_1 (T = 1, the f16 rounds that lost to
 the fair f16 kernel), there beside the straightforward (fair) kernel, with 2 and 4 planes
 prefetched at the default tile (docs/forge.md: one plane ahead lacked bytes in flight).
 
@@ -34,9 +34,11 @@ from handwritten_sweep import sweep_case, sweep_main  # noqa: E402
 from forge.handwritten import render, render_temporal  # noqa: E402
 from forge.handwritten_temporal import (REGISTER_FILE, check_parameters, default_parameters, registers_per_thread,  # noqa: E402
                                         render_pipe)
+from forge.handwritten_temporal_rows import render_pipe_rows  # noqa: E402
 from measurement.harness.cases import parse_case  # noqa: E402
 
-TILES = ((64, 32), (64, 16), (64, 24), (128, 16), (128, 24), (96, 32))
+TILES = ((64, 32), (64, 24), (128, 24), (96, 32))  # 64x16 and 128x16 were the slowest in every sweep to session 27
+ROW_TILES = ((64, 32), (128, 32), (96, 32), (128, 16))  # pipe_rows, 2 rows a thread, T <= 4 (registers)
 
 
 def pipe_variants(case) -> list[tuple[str, dict, object]]:
@@ -44,7 +46,8 @@ def pipe_variants(case) -> list[tuple[str, dict, object]]:
     and chunk: each of the changes aimed at the on-chip work (`shuffle`, `skip`, and for T <= 4
     `min_blocks`; forge/handwritten_temporal.py's `_variant`) alone and together. Then tiles x
     chunks around the default, each as gated and with shuffles and skipped warps (skipped warps
-    alone where a row is not a power of two lanes)."""
+    alone where a row is not a power of two lanes); up to T = 4, `pipe_rows` (two rows a thread,
+    forge/handwritten_temporal_rows.py) at its tiles and the same chunks."""
     width, height, chunk = default_parameters(case)
     t = case.stencil.time_steps
     if t == 1:
@@ -71,6 +74,11 @@ def pipe_variants(case) -> list[tuple[str, dict, object]]:
                                                                   "skip": True}, render_pipe))
             else:  # rows of 24 lanes: no shuffles within a row, but whole warps still skip
                 made.append((f"pipe {w}x{h} L{c} skip", {"width": w, "height": h, "chunk": c, "skip": True}, render_pipe))
+    if t <= 4:
+        for w, h in ROW_TILES:
+            for c in sorted({chunk // 2, chunk, chunk * 2}):
+                made.append((f"pipe_rows {w}x{h} R2 L{c} skip", {"width": w, "height": h, "chunk": c, "rows": 2},
+                             render_pipe_rows))
     return list({name: (name, params, render) for name, params, render in made}.values())  # the default tile recurs
 
 
