@@ -51,7 +51,7 @@ def run(options) -> int:
     from forge.services import execute_round, start_campaign, start_round
     from ledger.services import initialise_ledger
     from measurement.reruns import past_deadline
-    from measurement.services import load_matrix, matrix_cases
+    from measurement.matrices import load_matrix, matrix_cases
 
     started = time.perf_counter()
     initialise_ledger(f"forge campaign ({options.backend}, scratch)", ACTOR)

@@ -100,7 +100,7 @@ def run(options: argparse.Namespace) -> int:
     from forge.edges import read_edges
     from ledger.services import initialise_ledger
     from ledger.transfer import import_ledger
-    from measurement.services import load_matrix
+    from measurement.matrices import load_matrix
 
     initialise_ledger(f"edge shapes ({options.backend}, scratch)", ACTOR)
     edge_set = read_edges(options.edges)

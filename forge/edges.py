@@ -31,8 +31,9 @@ from ledger.services import NewEvent, append
 from measurement.backends.base import Kernel
 from measurement.harness.cases import parse_case
 from measurement.harness.plan import ProtocolSettings
+from measurement.matrices import MATRIX_DIR, matrix_cases
 from measurement.selectors import standing_operator_results
-from measurement.services import MATRIX_DIR, GateOutcome, MeasurementError, gate_candidate, matrix_cases
+from measurement.services import GateOutcome, MeasurementError, gate_candidate
 
 from .events import EdgeShapeMeasured, edge_stream
 from .library import ForgedKernel, NoForgedKernel, available_kernels, lookup

@@ -5,16 +5,12 @@ runs in a child (measurement.harness.isolation), and the parent holds the oracle
 """
 from __future__ import annotations
 
-import json
 import os
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any
-
-from django.conf import settings
 
 from ledger.decide import DECIDE_TRIES
 from ledger.errors import ConcurrencyError
@@ -35,9 +31,6 @@ from .decisions import Attempts, judge_candidate, verdict_spread
 from .composed import composed_bounds, name_parts
 from .reports import MeasurementReport, VariantReport, bound_label, source_hash
 
-MATRIX_DIR = Path(settings.BASE_DIR) / "fixtures" / "matrices"
-CASE_NAMESPACE = uuid.UUID("0f4d3c3e-7f0a-4a53-8d59-8c4f0e3a3b21")
-
 
 class MeasurementError(Exception):
     pass
@@ -45,51 +38,6 @@ class MeasurementError(Exception):
 
 def result_key(backend: str, case_id: str) -> str:
     return f"operator/{backend}/{case_id}"
-
-
-# ---- matrices --------------------------------------------------------------------------
-
-
-def matrix_cases(name: str) -> list[str]:
-    path = MATRIX_DIR / f"{name}.json"
-    if not path.is_file():
-        known = ", ".join(sorted(p.stem for p in MATRIX_DIR.glob("*.json")))
-        raise MeasurementError(f"no matrix named {name!r}; known matrices: {known}")
-    return json.loads(path.read_text())["cases"]
-
-
-def load_matrix(name: str, actor: str) -> int:
-    """Record CaseDefined for every case of the matrix (idempotent: reloading adds nothing)."""
-    events = []
-    for case_id in matrix_cases(name):
-        case = parse_case(case_id)
-        stencil = case.stencil
-        events.append(
-            NewEvent(
-                stream=f"case/{case.id}",
-                type="CaseDefined",
-                actor=actor,
-                event_id=uuid.uuid5(CASE_NAMESPACE, f"{name}/{case.id}"),
-                payload={
-                    "case": case.id,
-                    "matrix": name,
-                    "type": case.type,
-                    "shape": list(case.shape),
-                    "precision": case.precision,
-                    "dims": stencil.dims,
-                    "radius": stencil.radius,
-                    "time_steps": stencil.time_steps,
-                    "variable_coefficient": stencil.variable_coefficient,
-                    "coefficient_classes": [list(c) for c in stencil.classes],
-                    "coefficients": [float(c) for c in case.coefficients()],
-                    "compulsory_bytes": case.compulsory_bytes,
-                    "flops": case.flops,
-                },
-            )
-        )
-    before = selectors.case_count()
-    append_many(events)
-    return selectors.case_count() - before
 
 
 # ---- measuring -------------------------------------------------------------------------

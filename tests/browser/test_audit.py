@@ -81,7 +81,7 @@ def as_shown(exported: list[dict]) -> list[tuple[str, ...]]:
 
 
 def test_the_csv_export_holds_the_rows_of_the_operator_table(page, admitted, live_server):
-    from measurement.services import load_matrix, matrix_cases
+    from measurement.matrices import load_matrix, matrix_cases
 
     load_matrix("cpu", "user:test")  # cases without a kernel are rows too; CASE is one of them
     assert CASE in matrix_cases("cpu")

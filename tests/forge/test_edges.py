@@ -17,8 +17,9 @@ from ledger.models import Event
 from ledger.selectors import stream_events
 from ledger.transfer import export_ledger
 from measurement.harness.cases import parse_case
+from measurement.matrices import load_matrix, matrix_cases
 from measurement.selectors import standing_operator_results
-from measurement.services import load_matrix, matrix_cases, result_key, source_hash
+from measurement.services import result_key, source_hash
 from tests.forge.fixtures import CASE, HONEST, QUICK
 
 ROOT = Path(__file__).resolve().parents[2]

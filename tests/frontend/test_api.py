@@ -9,7 +9,7 @@ from django.contrib.auth.models import Group, User
 from rest_framework.test import APIClient
 
 from frontend.tables import table_csv
-from measurement.services import load_matrix
+from measurement.matrices import load_matrix
 from tests.frontend.test_tables import TINY, register_apps
 
 OPERATORS, APPS = "/api/tables/operator-cases/", "/api/tables/applications/"

@@ -11,7 +11,7 @@ from django.core.management import call_command
 from django.utils import timezone
 
 from ledger.models import Event
-from measurement.services import matrix_cases
+from measurement.matrices import matrix_cases
 
 CAMPAIGN = Path(__file__).resolve().parents[2] / "fixtures" / "ledgers" / "h200_campaign.jsonl"
 

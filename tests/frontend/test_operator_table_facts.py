@@ -20,7 +20,7 @@ from ledger import review
 from ledger.models import Event
 from ledger.services import record_from_row
 from measurement.models import CaseRow
-from measurement.services import load_matrix
+from measurement.matrices import load_matrix
 from tests.frontend.test_tables import TINY
 
 NEW_COLUMNS = {"device", "flop_per_byte", "bound_class", "roofline_ceiling", "signoffs"}

@@ -31,7 +31,7 @@ def test_event_page_shows_the_canonical_json_and_hashes(seeded):
 
 
 def test_the_operator_table_lists_every_case_of_a_matrix_before_anything_is_admitted(ledger, client):
-    from measurement.services import load_matrix, matrix_cases
+    from measurement.matrices import load_matrix, matrix_cases
 
     assert "no rows" in client.get("/operators/").content.decode()
     load_matrix("cpu", "user:test")

@@ -9,8 +9,8 @@ from frontend.tables import (OPERATOR_COLUMNS, APPLICATION_COLUMNS, TableQueryEr
                              headline_figures, operator_rows)
 from ledger.review import retract, sign_off
 from ledger.services import NewEvent, append, append_many
-from measurement import services
 from measurement.harness.plan import ProtocolSettings
+from measurement.matrices import load_matrix
 from tests.conftest import downgrade
 
 HONEST = (Path(__file__).parents[1] / "measurement" / "cheats" / "honest.c").read_text()
@@ -38,7 +38,7 @@ def register_apps(count: int) -> None:
 
 def test_every_matrix_case_is_listed_and_the_admitted_one_carries_its_verdict(ledger, speed_rule_lifted, admit):
     outcome = admit()
-    services.load_matrix("cpu", "user:test")
+    load_matrix("cpu", "user:test")
     rows = operator_rows()
     assert len(rows) == 15 and all(list(row) == OPERATOR_COLUMNS for row in rows)
     row = next(r for r in rows if r["case"] == TINY)
@@ -55,7 +55,7 @@ def test_every_matrix_case_is_listed_and_the_admitted_one_carries_its_verdict(le
 
 def test_filters_and_sort(ledger, speed_rule_lifted, admit):
     admit()
-    services.load_matrix("cpu", "user:test")
+    load_matrix("cpu", "user:test")
     assert [r["case"] for r in operator_rows(status="admitted")] == [TINY]
     assert len(operator_rows(status="none")) == 14
     assert {r["case"] for r in operator_rows(search="BOX2D")} == {"box2d_1/512x512/f32"}
@@ -110,8 +110,8 @@ def test_application_table_stays_fast_with_many_rows(ledger, django_assert_max_n
 
 
 def test_operator_table_queries_do_not_grow_with_rows(ledger, django_assert_max_num_queries):
-    services.load_matrix("gpu", "user:test")
-    services.load_matrix("cpu", "user:test")
+    load_matrix("gpu", "user:test")
+    load_matrix("cpu", "user:test")
     with django_assert_max_num_queries(5):
         rows = operator_rows()
     assert len(rows) == 37 + 15 and {r["backend"] for r in rows} == {"cpu", "cuda"}

@@ -8,9 +8,10 @@ from django.core.management.base import CommandError
 from ledger.verification import verify_ledger
 from measurement.backends.base import Kernel
 from measurement.harness.plan import DEFAULT_PROTOCOL, ProtocolSettings
+from measurement.matrices import load_matrix
 from measurement.models import CaseRow, OperatorResult
 from measurement.reruns import rerun_gate
-from measurement.services import gate_candidate, load_matrix, measure_baselines, result_key
+from measurement.services import gate_candidate, measure_baselines, result_key
 
 HONEST = (Path(__file__).parent / "cheats" / "honest.c").read_text()
 # Most of a CPU measurement is the cache flush before every launch (twice the last-level cache):

@@ -9,7 +9,8 @@ from django.core.management.base import BaseCommand, CommandError
 from measurement.backends.base import SourceTooLarge, check_source
 from measurement.harness.cases import CaseError, parse_case
 from measurement.management.commands._common import protocol_from
-from measurement.services import MeasurementError, matrix_cases
+from measurement.matrices import matrix_cases
+from measurement.services import MeasurementError
 
 from forge import selectors
 from forge.ablation import ARMS, CandidateResult, run_ablation

@@ -1,7 +1,8 @@
 """`manage.py matrix list|load NAME`: the named case lists in fixtures/matrices."""
 from django.core.management.base import BaseCommand, CommandError
 
-from measurement.services import MATRIX_DIR, MeasurementError, load_matrix, matrix_cases
+from measurement.matrices import MATRIX_DIR, load_matrix, matrix_cases
+from measurement.services import MeasurementError
 
 
 class Command(BaseCommand):

@@ -2,7 +2,8 @@
 from django.core.management.base import BaseCommand, CommandError
 
 from measurement.harness.cases import CaseError
-from measurement.services import MeasurementError, matrix_cases
+from measurement.matrices import matrix_cases
+from measurement.services import MeasurementError
 from measurement.tuning import tune_baseline
 
 from ._common import add_protocol_arguments, protocol_from
