@@ -79,7 +79,7 @@ def run(options: argparse.Namespace) -> int:
     from ledger.services import initialise_ledger
     from ledger.transfer import import_ledger
     from measurement.harness.plan import DEFAULT_PROTOCOL
-    from measurement.reruns import rerun_all, rerun_counts, tuning_counts
+    from measurement.reruns import record_matrix_rerun, rerun_all, rerun_counts, tuning_counts
 
     initialise_ledger(f"gate re-run ({options.backend}, scratch)", ACTOR)
     imported, _ = import_ledger(Path(options.ledger), ACTOR)
@@ -106,6 +106,7 @@ def run(options: argparse.Namespace) -> int:
         outcomes = rerun_all(options.backend, ACTOR, protocol, lambda item: log(item.line()), options.deadline,
                              tune=options.tune, only=only)
     wall = time.perf_counter() - started
+    record_matrix_rerun(options.backend, ACTOR, standing, outcomes, wall, whole=options.only is None, deadline=options.deadline)
     counts = rerun_counts(outcomes)
     out = Path(options.out)
     out.parent.mkdir(parents=True, exist_ok=True)

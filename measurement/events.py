@@ -154,3 +154,25 @@ class BaselineTuned(Payload):
     chosen_text: Optional[str] = None
     protocol: dict[str, Any]
     seeds: dict[str, int]
+
+
+def matrix_rerun_stream(backend: str) -> str:
+    """The whole-matrix re-runs of one backend (MatrixRerunFinished)."""
+    return f"rerun-matrix/{backend}"
+
+
+@event_type("MatrixRerunFinished", owner="measurement")
+class MatrixRerunFinished(Payload):
+    """One run of measurement.reruns.rerun_all as a unit: how long the re-run of the standing
+    results took in one process, and how far it got before its deadline. Each case's verdict
+    records only its own end, so no sum of them says what a device call spent (issue 16's
+    whole-matrix target: 300 s)."""
+
+    backend: Literal["cpu", "cuda"]
+    whole: bool  # every standing result was to be re-run (no `only`)
+    standing: int  # the standing results it was to re-run
+    cases: list[str]  # the ones it re-ran, in order
+    not_run: list[str]  # left out by the deadline
+    counts: dict[str, int]  # rerun_counts of the outcomes
+    wall_seconds: float
+    deadline: Optional[float] = None

@@ -36,6 +36,7 @@ from django.db import transaction
 
 from ledger.decide import DECIDE_TRIES
 from ledger.errors import ConcurrencyError
+from ledger.records import RecordedEvent
 from ledger.selectors import stream_version
 from ledger.services import NewEvent, append
 from measurement.backends.base import Kernel
@@ -45,6 +46,7 @@ from measurement.harness.plan import ProtocolSettings
 from . import selectors, services
 from .contenders import carried, out_of_contention
 from .decisions import kept_spread, rerun_verdict, revision
+from .events import matrix_rerun_stream
 from .models import OperatorResult
 from .reports import MeasurementReport
 from .services import GateOutcome, MeasurementError, result_key
@@ -273,6 +275,19 @@ def rerun_all(backend: str, actor: str, protocol: ProtocolSettings | None = None
         if progress is not None:
             progress(item)
     return outcomes
+
+
+def record_matrix_rerun(backend: str, actor: str, planned: list[str], outcomes: list[RerunOutcome],
+                        wall_seconds: float, *, whole: bool, deadline: float | None = None) -> RecordedEvent:
+    """The re-run of many standing results as a unit (MatrixRerunFinished): its wall time in one
+    process and what it re-ran of `planned`, which no case's verdict records (each has only its own
+    end). `whole`: every standing result of the matrix was planned, not a chosen few; the operator
+    table states issue 16's 300 s target from the latest whole one."""
+    done = [o.case for o in outcomes]
+    return append(NewEvent(stream=matrix_rerun_stream(backend), type="MatrixRerunFinished", actor=actor, payload={
+        "backend": backend, "whole": whole, "standing": len(planned), "cases": done,
+        "not_run": [case for case in planned if case not in done], "counts": rerun_counts(outcomes),
+        "wall_seconds": round(wall_seconds, 3), "deadline": deadline}))
 
 
 def _tune(case_id: str, backend: str, library: str, actor: str, protocol: ProtocolSettings | None) -> TuningOutcome:

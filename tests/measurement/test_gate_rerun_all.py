@@ -21,7 +21,7 @@ from ledger.selectors import stream_events
 from ledger.verification import verify_ledger
 from measurement import reruns as measurement_reruns
 from measurement.backends.base import Kernel
-from measurement.events import tuning_stream
+from measurement.events import matrix_rerun_stream, tuning_stream
 from measurement.harness.plan import DEFAULT_PROTOCOL, ProtocolSettings
 from measurement.models import OperatorResult
 from measurement.services import MeasurementError, gate_candidate, result_key
@@ -87,6 +87,12 @@ def test_all_reruns_every_standing_result_and_counts_them(two_admitted, speed_ru
     summary = SUMMARY.fullmatch(lines[2])
     assert summary, lines
     assert [int(n) for n in summary.groups()] == [*counts.values(), 0]
+    # the run as a unit: one MatrixRerunFinished with its wall time and what it re-ran
+    (finished,) = stream_events(matrix_rerun_stream("cpu"))
+    assert finished.type == "MatrixRerunFinished" and finished.data["whole"] and finished.data["standing"] == 2
+    assert finished.data["cases"] == CASES and finished.data["not_run"] == []
+    assert finished.data["counts"] == {**counts, "failed": 0}
+    assert finished.data["wall_seconds"] > 0 and finished.data["deadline"] is None
     assert verify_ledger().ok
 
 
@@ -154,6 +160,16 @@ def test_matrix_rerun_writes_the_export_and_the_summary(two_admitted, recorded_r
     revisions = [e["payload"]["revises"] for e in events if e["type"] in ("ResultRetracted", "ResultDowngraded")]
     assert len(revisions) == summary["counts"]["retracted"] + summary["counts"]["downgraded"]
     assert summary["exported_events"] == len(events)
+    # the export carries the run as a unit, and the operator table states the 300 s target from it
+    (finished,) = [e["payload"] for e in events if e["type"] == "MatrixRerunFinished"]
+    assert finished["cases"] == CASES and finished["whole"] and 0 < finished["wall_seconds"] <= summary["wall_seconds"]
+    sys.path.insert(0, str(root / "benchmarks"))
+    from operator_table_export import load
+    from operator_table_history import rerun_time
+
+    line = rerun_time(load(out, backend="cpu"))
+    assert line.endswith(f"**met**: the latest (position {next(e['position'] for e in events if e['type'] == 'MatrixRerunFinished')}) "
+                         f"re-ran 2 of 2 standing results in {finished['wall_seconds']:.1f} s.")
 
 
 def test_matrix_rerun_tunes_each_case_before_its_rerun_within_the_deadline(recorded_runs, two_admitted, tmp_path):

@@ -4,7 +4,8 @@ import time
 from django.core.management.base import BaseCommand, CommandError
 
 from measurement.harness.cases import CaseError
-from measurement.reruns import RerunOutcome, rerun_all, rerun_counts, rerun_gate
+from measurement.reruns import RerunOutcome, record_matrix_rerun, rerun_all, rerun_counts, rerun_gate
+from measurement.selectors import standing_operator_results
 from measurement.services import MeasurementError
 
 from ._common import add_protocol_arguments, protocol_from, report_table
@@ -47,10 +48,12 @@ class Command(BaseCommand):
             self.stdout.write(item.line())
             self.stdout.flush()  # a line per case as it ends, also when stdout is a pipe (a device call)
 
+        planned = [row.case for row in standing_operator_results(backend)]
         if options["fan_out"]:
             outcomes = self.fan_out(options, report)
         else:
             outcomes = rerun_all(backend, options["actor"], protocol_from(options), report)
+        record_matrix_rerun(backend, options["actor"], planned, outcomes, time.perf_counter() - started, whole=True)
         counts = rerun_counts(outcomes)
         self.stdout.write(f"re-ran {len(outcomes)} {backend} results in {time.perf_counter() - started:.1f} s: "
                           + ", ".join(f"{n} {name}" for name, n in counts.items()))
