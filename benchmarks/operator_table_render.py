@@ -127,6 +127,22 @@ def geomean(values: list[float]) -> float | None:
     return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
 
 
+def sealed_line(export: Export, standing: list[str]) -> str:
+    """Issue 16's sealing target: a case that converges (CaseConverged) gets its map cell sealed
+    (CellSealed, in the same transaction: forge.services._converge) with the kernel it converged
+    on; counted against the kernel that stands now, since a later campaign may have replaced it."""
+    view = export.view
+    cells = {c: p for c, p in view.sealed.items() if p.get("backend") == export.backend and c in export.cases}
+    current = [c for c in standing if c in cells
+               and cells[c]["source_hash"] == export.results[c].payload.get("candidate_source_hash")]
+    converged = [c for c, p in view.converged.items() if p.get("backend") == export.backend and c in export.cases]
+    unsealed = sorted(c for c in converged if view.converged[c].get("best_speedup") is not None and c not in cells)
+    return (f"- Sealed: {len(current)} of {len(export.cases)} cases have a map cell sealed for the kernel that stands now, "
+            f"{len(cells) - len(current)} more for an earlier kernel or a result that no longer stands; {len(converged)} "
+            f"converged (target: every case that converged with an admitted kernel is sealed: {met(not unsealed)}"
+            + (f"; unsealed: {', '.join(unsealed)}" if unsealed else "") + ").")
+
+
 def summary(export: Export, mach: Machine) -> list[str]:
     results = export.results
     rows = [(case, results.get(case) or Result(case)) for case in export.cases]
@@ -138,6 +154,7 @@ def summary(export: Export, mach: Machine) -> list[str]:
         f"- **Admitted: {len(standing)} of {len(rows)} cases** have a standing admitted result "
         f"({counts['admitted']} admitted, {counts['downgraded']} downgraded); {counts['retracted']} retracted, "
         f"{counts['revised by re-run']} revised by a re-run, {counts['never admitted']} never admitted.",
+        sealed_line(export, [c for c, _ in standing]),
     ]
     copy = f"{bandwidth(mach.copy)} (median of the {mach.copies} copy measurements of the export)" if mach.copy else "unknown"
     if mach.balance:
