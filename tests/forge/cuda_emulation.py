@@ -9,8 +9,9 @@ are written once per pass by one thread and never read). A kernel with dynamic s
 as real threads meeting at a std::barrier, the shared array one buffer per block, and a thread
 that returns drops out of the barrier as it would on the GPU; cp.async copies (`planes`) land at
 the wait that covers them, not before; warp shuffles (`pipe`'s `shuffle`) meet at a barrier of
-the warp's threads, so a kernel whose lanes diverge around a shuffle hangs here as it is wrong there. CI has no GPU, and a hand-written
-candidate must be known correct before device time is spent on it."""
+the warp's threads, so a kernel whose lanes diverge around a shuffle hangs here (on the GPU it is
+undefined). CI has no GPU, and a hand-written candidate must be known correct before device time
+is spent on it."""
 from __future__ import annotations
 
 import ctypes
