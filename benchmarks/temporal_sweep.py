@@ -33,7 +33,7 @@ for _path in (str(HERE), str(HERE.parent)):
 from handwritten_sweep import sweep_case, sweep_main  # noqa: E402
 from forge.handwritten import render, render_temporal  # noqa: E402
 from forge.handwritten_temporal import (REGISTER_FILE, check_parameters, default_parameters, registers_per_thread,  # noqa: E402
-                                        render_pipe)
+                                        render_pipe, shuffles_fit)
 from forge.handwritten_temporal_rows import render_pipe_rows  # noqa: E402
 from measurement.harness.cases import parse_case  # noqa: E402
 
@@ -55,7 +55,7 @@ def pipe_variants(case) -> list[tuple[str, dict, object]]:
                  render_pipe) for p in (2, 4)]
     base = {"width": width, "height": height, "chunk": chunk}
     changes = [("skip", {"skip": True})]
-    if width // 4 in (8, 16, 32):
+    if shuffles_fit(width // 4, height):
         changes += [("shuffle", {"shuffle": True}), ("shuffle+skip", {"shuffle": True, "skip": True})]
     if t <= 4 and 3 * (width // 4) * height <= 2048:
         changes.append(("shuffle+skip+3 blocks", {"shuffle": True, "skip": True, "min_blocks": 3}))
@@ -69,7 +69,7 @@ def pipe_variants(case) -> list[tuple[str, dict, object]]:
             if w // 4 * h * registers_per_thread(t) > REGISTER_FILE:
                 continue  # the block would spill (96x32 at T = 8: 80 registers a thread, 88 bytes spilled)
             made.append((f"pipe {w}x{h} L{c}", {"width": w, "height": h, "chunk": c}, render_pipe))
-            if w // 4 in (8, 16, 32):
+            if shuffles_fit(w // 4, h):
                 made.append((f"pipe {w}x{h} L{c} shuffle+skip", {"width": w, "height": h, "chunk": c, "shuffle": True,
                                                                   "skip": True}, render_pipe))
             else:  # rows of 24 lanes: no shuffles within a row, but whole warps still skip

@@ -83,8 +83,7 @@ def render_pipe(case: Case, width: int = 64, height: int = 32, chunk: int = 128,
     check_parameters(case, width, height, chunk)
     if not 1 <= prefetch <= 8:
         raise ValueError(f"prefetch {prefetch}: 1 to 8 planes ahead")
-    tx_threads = width // V
-    if shuffle and (tx_threads & (tx_threads - 1) or tx_threads > 32 or tx_threads * height % 32):
+    if shuffle and not shuffles_fit(width // V, height):
         raise ValueError(f"tile {width}x{height}: shuffles need a power-of-two row of at most 32 threads and whole warps")
     if not 1 <= min_blocks <= 8:
         raise ValueError(f"min_blocks {min_blocks}: 1 to 8 blocks an SM")
@@ -129,17 +128,23 @@ def candidate(case: Case) -> tuple[str, dict, str, str]:
     branch keeps the compiler from overlapping the steps' shared loads)."""
     width, height, chunk = default_parameters(case)
     t = case.stencil.time_steps
-    lanes = width // V
-    shuffle, skip = t > 1 and lanes & (lanes - 1) == 0 and lanes <= 32, 1 < t <= 4
+    shuffle, skip = t > 1 and shuffles_fit(width // V, height), 1 < t <= 4
     source, launch, hypothesis = render_pipe(case, width, height, chunk, shuffle=shuffle, skip=skip)
     what = f"3.5-D pipeline of the {t} steps" if t > 1 else "z march, in-plane neighbours from a shared plane"
-    changes = "".join(f", {name}" for name, on in (("x neighbours by shuffles", shuffle), ("idle warps skip steps", skip)) if on)
-    made = [what for what, on in (("the x neighbours by warp shuffles", shuffle),
-                                  ("warps skipping the steps none of their rows needs", skip)) if on]
+    made = [names for names, on in ((("x neighbours by shuffles", "the x neighbours by warp shuffles"), shuffle),
+                                    (("idle warps skip steps", "warps skipping the steps none of their rows needs"), skip))
+            if on]
     if made:
-        hypothesis += (f" Changed from the pipe gated before: {' and '.join(made)}, less on-chip work a step "
-                       "(temporal_sweep_h200_s27.json, temporal_sweep_ts4_h200_s27.json).")
+        hypothesis += (f" Changed from the pipe gated before: {' and '.join(long for _, long in made)}, less on-chip "
+                       "work a step (temporal_sweep_h200_s27.json, temporal_sweep_ts4_h200_s27.json).")
+    changes = "".join(f", {short}" for short, _ in made)
     return f"pipe: {what}, {width}x{height} tiles, {chunk} planes a block{changes}", launch, hypothesis, source
+
+
+def shuffles_fit(lanes: int, rows: int) -> bool:
+    """Whether a block of `rows` rows of `lanes` threads can take its x neighbours by warp shuffles:
+    a row must be a power-of-two segment of a warp (__shfl_*_sync's width) and the block whole warps."""
+    return lanes & (lanes - 1) == 0 and lanes <= 32 and lanes * rows % 32 == 0
 
 
 def default_parameters(case: Case) -> tuple[int, int, int]:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from measurement.harness.cases import Case
 
-from .handwritten_temporal import V, VECTOR_HELPERS, check_parameters, shared_bytes, x_halo
+from .handwritten_temporal import V, VECTOR_HELPERS, check_parameters, shared_bytes, shuffles_fit, x_halo
 
 
 def render_pipe_rows(case: Case, width: int, height: int, chunk: int, rows: int = 2,
@@ -34,7 +34,7 @@ def render_pipe_rows(case: Case, width: int, height: int, chunk: int, rows: int 
     if rows < 1 or height % rows:
         raise ValueError(f"tile {width}x{height}: the height must be a multiple of {rows} rows a thread")
     tx, ty = width // V, height // rows
-    shuffle = tx & (tx - 1) == 0 and tx <= 32 and tx * ty % 32 == 0
+    shuffle = shuffles_fit(tx, ty)
     source = _SOURCE.format(
         T=t, R=rows, TX=tx, TY=ty, L=chunk, THREADS=tx * ty, case=case.id, W=width, H=height,
         OX=width - 2 * x_halo(t), OY=height - 2 * t, VECTOR=VECTOR_HELPERS["f32"],
