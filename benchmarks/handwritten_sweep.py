@@ -9,6 +9,10 @@ sweep points at and the refuted directions are on record (the JSON keeps every v
 Correctness here is only the relative difference from the straightforward kernel's output on
 the same inputs (a variant that differs is reported, not timed); the gate does the real checks.
 
+`--family changes` times session 28's two changes instead (forge/handwritten.py `render`'s
+`shuffle` and `l2_prefetch`), alone and together, on rows16 and on the 4-row blocks of short4
+(and on rows8 where it is offered), beside those kernels unchanged.
+
 On the device machine (docs/gpu.md):
 
     source scripts/device_env.sh && python3 benchmarks/handwritten_sweep.py \\
@@ -43,6 +47,18 @@ def variants(case) -> list[tuple[str, dict]]:
     changes += [(f"chunk={c}", {"chunk": c}) for c in (chunk // 4, chunk // 2, chunk * 2) if c >= 1]
     changes += [("nv=2", {"nv": 2}), ("nv=2,by=4", {"nv": 2, "by": 4})]
     return [(label, {**base, **change}) for label, change in changes]
+
+
+def change_variants(case) -> list[tuple[str, dict]]:
+    """rows16, short4 (and rows8 where the campaign offers it), each unchanged, with the x halo by
+    shuffles, with L2::256B loads, and with both."""
+    base = {"nv": 1, "chunk": default_chunk(case, 1)}
+    kernels = [("rows16", {"by": 8}), ("short4", {"by": 4})]
+    if case.precision != "f64" and case.stencil.halo <= 8 // case.dtype.itemsize:
+        kernels.append(("rows8", {"by": 8, "vector_bytes": 8}))
+    changes = [("", {}), ("+shuffle", {"shuffle": True}), ("+l2", {"l2_prefetch": True}),
+               ("+shuffle+l2", {"shuffle": True, "l2_prefetch": True})]
+    return [(name + label, {**base, **kernel, **change}) for name, kernel in kernels for label, change in changes]
 
 
 def sweep_case(backend, case_id: str, passes: int, launches: int, candidates=None, extra=None) -> dict:
@@ -116,15 +132,20 @@ def sweep_case(backend, case_id: str, passes: int, launches: int, candidates=Non
             "variants": rows, "rejected": rejected, "best": best, "seconds": round(time.perf_counter() - began, 1)}
 
 
-def sweep_main(description: str, cases_help: str, sweep_one) -> int:
+def sweep_main(description: str, cases_help: str, sweep_one, families: dict | None = None) -> int:
     """The command line both sweeps share: `sweep_one(backend, case_id, passes, launches)` gives
-    a case's row and its one-line summary; the JSON is rewritten after every case."""
+    a case's row and its one-line summary (`families`: other such functions by `--family` name);
+    the JSON is rewritten after every case."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--cases", required=True, help=cases_help)
+    if families:
+        parser.add_argument("--family", choices=["parameters", *families], default="parameters",
+                            help="which variants: the one-parameter changes (default) or another family")
     parser.add_argument("--passes", type=int, default=5)
     parser.add_argument("--launches", type=int, default=10)
     parser.add_argument("--out", required=True)
     options = parser.parse_args()
+    sweep_one = (families or {}).get(getattr(options, "family", None), sweep_one)
     from measurement.backends import get_backend
 
     backend = get_backend("cuda")
@@ -144,8 +165,16 @@ def sweep_rows16(backend, case_id: str, passes: int, launches: int) -> tuple[dic
     return row, f"best {row['best']} {best.get('percent_of_copy')}% of copy, {best.get('x_rows16')}x rows16"
 
 
+def sweep_changes(backend, case_id: str, passes: int, launches: int) -> tuple[dict, str]:
+    case = parse_case(case_id)
+    row = sweep_case(backend, case_id, passes, launches, [(label, p, render) for label, p in change_variants(case)])
+    best = row["variants"].get(row["best"], {})
+    return row, f"best {row['best']} {best.get('percent_of_copy')}% of copy, {best.get('x_rows16')}x rows16"
+
+
 def main() -> int:
-    return sweep_main(__doc__.splitlines()[0], "comma-separated case ids (T = 1 types)", sweep_rows16)
+    return sweep_main(__doc__.splitlines()[0], "comma-separated case ids (T = 1 types)", sweep_rows16,
+                      {"changes": sweep_changes})
 
 
 if __name__ == "__main__":

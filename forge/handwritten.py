@@ -47,8 +47,14 @@ def default_chunk(case: Case, nv: int) -> int:
     return chunk
 
 
-def render(case: Case, nv: int = 1, by: int = 8, chunk: int | None = None,
-           vector_bytes: int = VECTOR_BYTES) -> tuple[str, dict, str]:
+def render(case: Case, nv: int = 1, by: int = 8, chunk: int | None = None, vector_bytes: int = VECTOR_BYTES,
+           shuffle: bool = False, l2_prefetch: bool = False) -> tuple[str, dict, str]:
+    """`shuffle` and `l2_prefetch` are the two changes of session 28 (docs/forge.md), each off
+    renders the gated sources byte for byte: the x halo from the neighbouring lanes' registers by
+    warp shuffles, where a whole warp is in range (the lanes at the warp's ends load their halo
+    scalars), instead of the neighbouring 16-byte vectors (5 vector loads a plane for star_1's
+    three rows become 3, box_1's 9 become 3); and the input vectors loaded with the PTX hint
+    `L2::256B`, so an L2 miss fetches 256 bytes from DRAM instead of 32-byte sectors."""
     stencil = case.stencil
     if stencil.time_steps != 1:
         raise ValueError(f"{case.type}: the plane-queue design is for one application (T = 1), not {stencil.time_steps}"
@@ -66,7 +72,11 @@ def render(case: Case, nv: int = 1, by: int = 8, chunk: int | None = None,
     if by != 8:  # the launch is not in the source: say it, so the ledger (keyed by source) tells them apart
         comment.append(f"/* Launched with {by}-row blocks (32 x {by} threads). */")
     setup = [f"    const acc_t c{k} = (acc_t)coef[{k}];" for k in range(len(stencil.classes))]
-    source = _marching_kernel(case, v, vw, chunk, comment, [], setup, _plane_body(case, _plane_plan(case), v, vw, "        "))
+    if shuffle or l2_prefetch:
+        comment.append(f"/* Changes: {', '.join(n for n, on in (('x halo by warp shuffles', shuffle), ('L2::256B loads', l2_prefetch)) if on)}. */")
+    source = _marching_kernel(case, v, vw, chunk, comment, [], setup,
+                              _plane_body(case, _plane_plan(case), v, vw, "        ", shuffle),
+                              shuffle=shuffle, l2_prefetch=l2_prefetch)
     hypothesis = (
         f"{case.id}: {vector_bytes}-byte row loads ({v} x-points per thread) and a {2 * stencil.radius + 1}-deep register queue marching "
         f"{chunk} {'planes' if three else 'rows'} cut the load instructions per point and read each input plane once; "
@@ -136,7 +146,8 @@ def _launch(case: Case, v: int, by: int, chunk: int) -> dict:
 
 
 def _marching_kernel(case: Case, v: int, vw: int, chunk: int, comment: list[str], file_scope: list[str],
-                     setup: list[str], body: list[str], unroll: int = 2) -> str:
+                     setup: list[str], body: list[str], unroll: int = 2, shuffle: bool = False,
+                     l2_prefetch: bool = False) -> str:
     """The skeleton both designs share: thread -> (V x-points, row, chunk of planes), the
     register queue of 2H+1 partial output planes (H = the halo), its store and shift; `setup`
     runs before any thread returns (it may synchronise), `body` adds plane k into the queue."""
@@ -147,7 +158,7 @@ def _marching_kernel(case: Case, v: int, vw: int, chunk: int, comment: list[str]
         "#include <cuda_fp16.h>" if case.precision == "f16" else None,
         f"typedef {cuda_type(case.precision)} elem_t;",
         f"typedef {acc_type(case.precision)} acc_t;",
-        *_vector_helpers(case.precision, vw, vw * case.dtype.itemsize),
+        *_vector_helpers(case.precision, vw, vw * case.dtype.itemsize, l2_prefetch),
         *file_scope,
         'extern "C" __global__ void stencil(const elem_t* __restrict__ u, const elem_t* __restrict__ a,',
         "                                   elem_t* __restrict__ y, const double* __restrict__ coef,",
@@ -156,7 +167,12 @@ def _marching_kernel(case: Case, v: int, vw: int, chunk: int, comment: list[str]
         f"    constexpr int R = {stencil.halo}, V = {v}, VW = {vw}, L = {chunk};",
         *setup,
         "    const int x0 = (blockIdx.x * blockDim.x + threadIdx.x) * V;",
-        "    if (x0 >= nx - R || x0 + V <= R) return;",
+        *(["    const bool in_x = !(x0 >= nx - R || x0 + V <= R);",
+           "    /* the x halo by shuffles only where all 32 lanes stay (a warp is one row: blockDim.x = 32) */",
+           "    const bool whole_warp = __ballot_sync(0xffffffffu, in_x) == 0xffffffffu;",
+           "    const int lane = threadIdx.x & 31;",
+           "    if (!in_x) return;"] if shuffle else
+          ["    if (x0 >= nx - R || x0 + V <= R) return;"]),
     ]
     if three:
         lines += [
@@ -229,7 +245,32 @@ def _rows_needed(plan: dict) -> dict[int, set[int]]:
     return rows
 
 
-def _vector_helpers(precision: str, vw: int, vector_bytes: int) -> list[str]:
+# (the PTX vector of a load, its register constraint, the fields) per vector type, for `L2::256B`
+PTX_VECTOR = {"float4": ("v4.f32", "f", "xyzw"), "float2": ("v2.f32", "f", "xy"), "double2": ("v2.f64", "d", "xy"),
+              "uint4": ("v4.u32", "r", "xyzw"), "uint2": ("v2.u32", "r", "xy")}
+
+
+def _hinted_load(vtype: str) -> list[str]:
+    """`load_hinted`: the read-only vector load with the L2::256B prefetch hint on the device (the
+    CPU emulation, which has no __CUDA_ARCH__, reads plainly)."""
+    shape, constraint, fields = PTX_VECTOR[vtype]
+    operands = ", ".join(f"%{i}" for i in range(len(fields)))
+    outputs = ", ".join(f'"={constraint}"(v.{f})' for f in fields)
+    return [
+        f"__device__ __forceinline__ {vtype} load_hinted(const {vtype}* p)",
+        "{",
+        "#if defined(__CUDA_ARCH__)",
+        f"    {vtype} v;",
+        f'    asm volatile("ld.global.nc.L2::256B.{shape} {{{operands}}}, [%{len(fields)}];" : {outputs} : "l"(p));',
+        "    return v;",
+        "#else",
+        "    return *p;",
+        "#endif",
+        "}",
+    ]
+
+
+def _vector_helpers(precision: str, vw: int, vector_bytes: int, l2_prefetch: bool = False) -> list[str]:
     vtype = VECTOR_TYPE[precision, vector_bytes]
     if precision == "f16":
         load = [
@@ -253,8 +294,11 @@ def _vector_helpers(precision: str, vw: int, vector_bytes: int) -> list[str]:
         store = [f"    {vtype} v;", "    " + " ".join(f"v.{f} = in[{i}];" for i, f in enumerate(fields)),
                  f"    *reinterpret_cast<{vtype}*>(p) = v;"]
         scalar = ["#define LOAD(p, k) ((acc_t)(p)[k])", "#define STORE(v) ((elem_t)(v))"]
+    if l2_prefetch:
+        load[0] = f"    const {vtype} v = load_hinted(reinterpret_cast<const {vtype}*>(p));"
     return [
         *scalar,
+        *(_hinted_load(vtype) if l2_prefetch else []),
         "/* VW lanes from a 16-byte aligned address, converted to acc_t, and back. */",
         "__device__ __forceinline__ void load_vector(const elem_t* p, acc_t* out)",
         "{", *load, "}",
@@ -263,29 +307,47 @@ def _vector_helpers(precision: str, vw: int, vector_bytes: int) -> list[str]:
     ]
 
 
-def _row_load(row: str, offset: str, lo: int, hi: int, pad: int, pad_name: str, v: int, vw: int, indent: str) -> list[str]:
+def _row_load(row: str, offset: str, lo: int, hi: int, pad: int, pad_name: str, v: int, vw: int, indent: str,
+              shuffle: bool = False) -> list[str]:
     """Lanes lo .. V-1+hi (relative to x0) of one row into `row[pad + lane]` (`pad_name` spells pad
     in index expressions): whole 16-byte vectors on the vector path (the halo from the
     neighbouring aligned vectors), per-lane scalars otherwise. The one-vector halo keeps the
     spelling of the first H200 campaign's sources, so their hashes name the same kernels."""
     out = [f"{indent}{{", f"{indent}    const long p = {offset};", f"{indent}    if (vec) {{"]
     starts = list(range(-(-(-lo) // vw) * -vw, v + hi, vw))
-    for start in sorted(starts, key=lambda start: (0 if 0 <= start < v else 1 if start < 0 else 2, start)):  # own, left, right
-        if 0 <= start < v:
-            out.append(f"{indent}        load_vector(u + p + {start}, &{row}[{pad_name} + {start}]);")
-            continue
+    own = [start for start in starts if 0 <= start < v]
+    out += [f"{indent}        load_vector(u + p + {start}, &{row}[{pad_name} + {start}]);" for start in own]
+    if shuffle and (lo or hi):
+        if -lo > v or hi > v:
+            raise ValueError(f"an x halo of {max(-lo, hi)} exceeds the {v} lanes a neighbouring thread holds")
+        out += [f"{indent}        if (whole_warp) {{",
+                *[f"{indent}            {row}[{pad + x}] = __shfl_up_sync(0xffffffffu, {row}[{pad + v + x}], 1);"
+                  for x in range(lo, 0)],
+                *[f"{indent}            {row}[{pad + x}] = __shfl_down_sync(0xffffffffu, {row}[{pad + x - v}], 1);"
+                  for x in range(v, v + hi)],
+                *([f"{indent}            if (lane == 0) {{ " + " ".join(f"{row}[{pad + x}] = LOAD(u, p + ({x}));"
+                                                             for x in range(lo, 0)) + " }"] if lo else []),
+                *([f"{indent}            if (lane == 31) {{ " + " ".join(f"{row}[{pad + x}] = LOAD(u, p + {x});"
+                                                              for x in range(v, v + hi)) + " }"] if hi else []),
+                f"{indent}        }} else {{"]
+        halo_indent = indent + "    "
+    else:
+        halo_indent = indent
+    for start in sorted(s for s in starts if s not in own):  # left, then right
         address = "u + p - VW" if start == -vw else "u + p + V" if start == v else f"u + p + ({start})"
         element = (lambda x: f"VW + ({x})") if start == -vw else (lambda x: f"{x - start}")
         kept = [x for x in range(start, start + vw) if lo <= x <= v - 1 + hi]
-        out += [f"{indent}        {{ acc_t t[VW]; load_vector({address}, t);",
-                *[f"{indent}          {row}[{pad + x}] = t[{element(x)}];" for x in kept], f"{indent}        }}"]
+        out += [f"{halo_indent}        {{ acc_t t[VW]; load_vector({address}, t);",
+                *[f"{halo_indent}          {row}[{pad + x}] = t[{element(x)}];" for x in kept], f"{halo_indent}        }}"]
+    if halo_indent != indent:
+        out.append(f"{indent}        }}")
     out += [f"{indent}    }} else {{", "#pragma unroll",
             f"{indent}        for (int i = {lo}; i < V + {hi}; ++i) {row}[{pad_name} + i] = LOAD(u, p + i);",
             f"{indent}    }}", f"{indent}}}"]
     return out
 
 
-def _plane_body(case: Case, plan: dict, v: int, vw: int, indent: str) -> list[str]:
+def _plane_body(case: Case, plan: dict, v: int, vw: int, indent: str, shuffle: bool = False) -> list[str]:
     """Load plane k's needed rows, then add its orbit sums into the queue."""
     rows = _rows_needed(plan)
     r = case.stencil.radius
@@ -296,7 +358,7 @@ def _plane_body(case: Case, plan: dict, v: int, vw: int, indent: str) -> list[st
             raise ValueError(f"{case.type}: an x halo of {max(-lo, hi)} exceeds a {vw}-lane vector")
         row = f"r{_name(dy)}"
         offset = f"base + ({dy}L) * nx" if case.stencil.dims == 3 and dy else "base"
-        out += [f"{indent}acc_t {row}[V + 2 * R];", *_row_load(row, offset, lo, hi, r, "R", v, vw, indent)]
+        out += [f"{indent}acc_t {row}[V + 2 * R];", *_row_load(row, offset, lo, hi, r, "R", v, vw, indent, shuffle)]
     out += ["#pragma unroll", f"{indent}for (int i = 0; i < V; ++i) {{"]
     inner = indent + "    "
     for m in sorted(plan):

@@ -10,7 +10,7 @@ as real threads meeting at a std::barrier, the shared array one buffer per block
 that returns drops out of the barrier as it would on the GPU; cp.async copies (`planes`) land at
 the wait that covers them, not before; warp shuffles (`pipe`'s `shuffle`) meet at a barrier of
 the warp's threads, so a kernel whose lanes diverge around a shuffle hangs here (on the GPU it is
-undefined). CI has no GPU, and a hand-written candidate must be known correct before device time
+undefined); rows16's `shuffle` also votes with a full-warp ballot before any lane returns. CI has no GPU, and a hand-written candidate must be known correct before device time
 is spent on it."""
 from __future__ import annotations
 
@@ -75,19 +75,30 @@ template <class T> inline T __ldg(const T* p) { return *p; }
    value to the warp's slots, the warp meets, each reads its source lane (its own past the edge of
    its `width`-lane segment, as on the GPU), and the warp meets again before the slots are reused. */
 static thread_local std::barrier<>* warp_barrier;
-static thread_local float* warp_slots;
+static thread_local double* warp_slots;  /* a float or a double, each exact in a double */
 static thread_local int lane_of_thread;
-inline float warp_exchange(float v, int source, int width)
+template <class T> inline T warp_exchange(T v, int source, int width)
 {
     const int first = lane_of_thread / width * width;
     warp_slots[lane_of_thread] = v;
     warp_barrier->arrive_and_wait();
-    const float got = (source >= first && source < first + width) ? warp_slots[source] : v;
+    const T got = (source >= first && source < first + width) ? (T)warp_slots[source] : v;
     warp_barrier->arrive_and_wait();
     return got;
 }
-inline float __shfl_up_sync(unsigned, float v, int delta, int width = 32) { return warp_exchange(v, lane_of_thread - delta, width); }
-inline float __shfl_down_sync(unsigned, float v, int delta, int width = 32) { return warp_exchange(v, lane_of_thread + delta, width); }
+template <class T> inline T __shfl_up_sync(unsigned, T v, int delta, int width = 32) { return warp_exchange(v, lane_of_thread - delta, width); }
+template <class T> inline T __shfl_down_sync(unsigned, T v, int delta, int width = 32) { return warp_exchange(v, lane_of_thread + delta, width); }
+/* Every lane's vote, as the GPU's full-mask ballot (all 32 lanes must reach it). */
+inline unsigned __ballot_sync(unsigned, bool vote)
+{
+    const int first = lane_of_thread / 32 * 32;
+    warp_slots[lane_of_thread] = vote ? 1.0 : 0.0;
+    warp_barrier->arrive_and_wait();
+    unsigned bits = 0;
+    for (int l = 0; l < 32; ++l) if (warp_slots[first + l] != 0.0) bits |= 1u << l;
+    warp_barrier->arrive_and_wait();
+    return bits;
+}
 inline float4 make_float4(float x, float y, float z, float w) { return float4{x, y, z, w}; }
 /* cp.async as kernels spell it (copy_async, commit_async, wait_async<N>), with the GPU's ordering:
    a copy lands only at the wait that covers its group, so a kernel that reads a buffer before
@@ -124,7 +135,7 @@ extern "C" void emulate(int gx, int gy, int gz, int bx, int by, int bz, const vo
         block_barrier = &barrier;
         std::vector<std::unique_ptr<std::barrier<>>> warp_barriers;
         for (int w = 0; w < warps; ++w) warp_barriers.emplace_back(new std::barrier<>(std::min(32, count - 32 * w)));
-        std::vector<float> slots(32 * warps);
+        std::vector<double> slots(32 * warps);
         std::vector<std::thread> threads;
         for (int tz = 0; tz < bz; ++tz) for (int ty = 0; ty < by; ++ty) for (int tx = 0; tx < bx; ++tx)
             threads.emplace_back([=, &barrier, &warp_barriers, &slots] {
@@ -176,7 +187,9 @@ def build(source: str, folder: Path) -> ctypes.CDLL:
 
 
 def threaded(source: str) -> bool:
-    return DYNAMIC_SHARED.search(source) is not None
+    """Real threads: a kernel with dynamic shared memory (barriers inside its loops) or one whose
+    lanes meet at warp shuffles or ballots."""
+    return DYNAMIC_SHARED.search(source) is not None or "_sync(0x" in source
 
 
 def emulate(case: Case, source: str, launch: dict, inputs: dict[str, np.ndarray], coefficients: np.ndarray,

@@ -80,3 +80,29 @@ def test_the_one_change_variants_offered():
     assert offered("star_4/512x512x512/f16") == ["rows16", "rows8", "short4", "planes"]
     assert offered("star_4/512x512x512/f32") == ["rows16", "short4", "planes"]
     assert offered("star_1/512x512x512/f64") == ["rows16", "short4", "planes"]
+
+
+# session 28's two changes. Shuffles run where a warp's 32 lanes are all in x range, so the x
+# extents hold whole warps (32 V lanes: 128 in f32, 256 in f16, 64 in f64) and, in 200, a whole
+# warp beside a partial one that keeps the neighbouring vectors
+CHANGED = ["star_1/6x7x200/f32", "star_1/5x6x64/f64", "box_1/5x6x256/f16", "star_4/9x10x128/f32", "star2d_1/9x128/f32",
+           "box2d_1/9x256/f16", "varcoef_star_1/5x6x64/f64", "star_2/7x8x64/f64", "box_2/7x8x128/f32"]
+
+
+@pytest.mark.parametrize("case_id", CHANGED)
+@pytest.mark.parametrize("changes", [{"shuffle": True}, {"l2_prefetch": True}, {"shuffle": True, "by": 4}])
+def test_the_shuffle_and_prefetch_changes_are_correct(case_id, changes):
+    case = parse_case(case_id)
+    source, launch, _ = render(case, **changes)
+    assert source != render(case, by=changes.get("by", 8))[0]
+    for misalign in (False, True):
+        assert judged(case, source, launch, misalign) <= TOLERANCE[case.precision], (changes, misalign)
+
+
+def test_a_wrong_shuffle_direction_is_caught():
+    """The check above can fail: the right halo taken from the left neighbour."""
+    case = parse_case("star_1/6x7x200/f32")
+    source, launch, _ = render(case, shuffle=True)
+    broken = source.replace("__shfl_down_sync", "__shfl_up_sync")
+    assert broken != source
+    assert judged(case, broken, launch, False) > TOLERANCE[case.precision]
