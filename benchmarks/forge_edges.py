@@ -9,8 +9,9 @@ each edge in the file's order: with --tune LIBRARY, a tuning run of that library
 case first (the matrix's bounds are tuned Halide: the edge's should be too); then the gate on the
 edge case (CandidateMeasured + GateVerdict) and EdgeShapeMeasured. One line per edge on stderr; an
 edge whose type and precision has no standing admitted kernel is reported and skipped, and one the
-ledger already measured is skipped, so a second call given the first call's export (--ledger)
-measures the rest. The export is written after every edge.
+ledger already measured with the kernel it would borrow now is skipped, so a second call given the
+first call's export (--ledger) measures the rest, and an edge measured before its matrix case's
+kernel was replaced is measured again with the new one. The export is written after every edge.
 
     .venv/bin/python benchmarks/forge_edges.py --backend cpu --ledger LEDGER.jsonl --out /tmp/edges.jsonl
 
@@ -41,9 +42,10 @@ def log(message: str) -> None:
 
 def measure_edges(edge_set, backend: str, *, tune: str | None = None, deadline: float | None = None,
                   only: set[str] | None = None, protocol=None, out: Path | None = None, say=log) -> dict[str, int]:
-    """Every edge of `edge_set` (forge.edges.EdgeSet) not measured yet, in order, until --deadline
-    would be passed; counts of measured / no_kernel / failed / skipped edges."""
-    from forge.edges import edge_measured, measure_edge
+    """Every edge of `edge_set` (forge.edges.EdgeSet) not measured yet with the kernel the library
+    lends it now, in order, until --deadline would be passed; counts of measured / no_kernel /
+    failed / skipped edges."""
+    from forge.edges import edge_up_to_date, measure_edge, measured_kernel
     from forge.library import NoForgedKernel
     from measurement.reruns import past_deadline
     from measurement.services import MeasurementError
@@ -54,10 +56,12 @@ def measure_edges(edge_set, backend: str, *, tune: str | None = None, deadline: 
     for edge in edge_set.edges:
         if only is not None and edge.case not in only:
             continue
-        if edge_measured(edge.case, backend):
+        if edge_up_to_date(edge.case, edge_set.matrix, backend):
             counts["skipped"] += 1
-            say(f"{edge.case}: skipped (this ledger measured it already)")
+            say(f"{edge.case}: skipped (this ledger measured it already with the kernel it would borrow)")
             continue
+        if (earlier := measured_kernel(edge.case, backend)) is not None:
+            say(f"{edge.case}: measured before with `{earlier[:12]}`, whose matrix case has another kernel now: again")
         elapsed = time.perf_counter() - started
         if past_deadline(deadline, elapsed, durations):
             say(f"deadline: stopping after {elapsed:.0f} s; give this export as --ledger to measure the rest")

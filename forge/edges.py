@@ -116,6 +116,26 @@ def edge_measured(edge: str, backend: str) -> bool:
     return bool(stream_events(edge_stream(backend, edge)))
 
 
+def measured_kernel(edge: str, backend: str) -> str | None:
+    """The source hash of the kernel the newest generalisation measurement of the edge gated, or
+    None when the edge was never measured."""
+    events = stream_events(edge_stream(backend, edge))
+    return events[-1].data["source_hash"] if events else None
+
+
+def edge_up_to_date(edge: str, matrix: str, backend: str) -> bool:
+    """Whether the edge was measured with the kernel the library would lend it now: one measured
+    before its matrix case's kernel was replaced (diamond_ts4 in issue 16) is measured again, since
+    the table leaves such a pair out of its means; one with nothing to lend stays as it is."""
+    measured = measured_kernel(edge, backend)
+    if measured is None:
+        return False
+    try:
+        return borrowed_kernel(edge, matrix, backend).source_hash == measured
+    except NoForgedKernel:
+        return True
+
+
 def standing_matrix_cases(backend: str) -> list[str]:
     """The cases of `backend`'s standing operator results less the edge shapes: what a whole-matrix
     re-run (benchmarks/matrix_rerun.py) re-gates. An edge's admitted verdict stands like any case's

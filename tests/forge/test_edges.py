@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from forge.edges import edge_measured, lenders, read_edges, standing_matrix_cases
-from forge.events import edge_stream
+from forge.edges import edge_measured, edge_up_to_date, lenders, measured_kernel, read_edges, standing_matrix_cases
+from forge.events import EdgeShapeMeasured, edge_stream
+from ledger.services import NewEvent, append
 from ledger.checkpoints import public_key_text, signing_key
 from ledger.models import Event
 from ledger.selectors import stream_events
@@ -88,6 +89,7 @@ def test_an_admitted_kernel_is_gated_on_its_edge_shape_and_a_type_without_one_is
     events = Event.objects.count()  # a second run measures only what is left
     again = forge_edges.measure_edges(read_edges("cpu_edges"), "cpu", only={SLAB}, protocol=QUICK, say=said.append)
     assert again["skipped"] == 1 and Event.objects.count() == events
+    assert edge_up_to_date(SLAB, "cpu", "cpu") and measured_kernel(SLAB, "cpu") == source_hash(HONEST)
     # the edge's admitted verdict stands, but a whole-matrix re-run (benchmarks/matrix_rerun.py) leaves it out
     assert {row.case for row in standing_operator_results("cpu")} == {CASE, SLAB}
     assert standing_matrix_cases("cpu") == [CASE]
@@ -103,6 +105,26 @@ def test_an_admitted_kernel_is_gated_on_its_edge_shape_and_a_type_without_one_is
     assert f"- f32: geometric mean over 1 pair: matrix cases **{admitted.speedup:.2f}x**, {mean}" in edges
     matrix = text.split("## Edge shapes (generalisation)")[0]
     assert f"| {SLAB} |" not in matrix and "**Admitted: 1 of 1 cases**" in matrix  # beside the matrix, not in it
+
+
+@pytest.mark.one_database
+def test_an_edge_measured_with_an_earlier_kernel_is_measured_again(ledger, speed_rule_lifted, admit):
+    """The newest measurement of the edge gated a kernel the matrix case no longer stands on (as the
+    diamond_ts4 edge did after session 27's pipe): the next run gates the standing one, then skips."""
+    admitted = admit()
+    earlier = "0" * 64  # a kernel the matrix case stood on before: recorded as a measurement would record it
+    append(NewEvent(stream=edge_stream("cpu", SLAB), type="EdgeShapeMeasured", actor="test", payload=EdgeShapeMeasured(
+        case=SLAB, backend="cpu", reason="thin slab", borrowed_from=CASE, borrowed_verdict=str(admitted.verdict_event.event_id),
+        source_hash=earlier, verdict_event=str(admitted.verdict_event.event_id), verdict="admitted", state="correct",
+        speedup=1.0).model_dump()))
+    assert not edge_up_to_date(SLAB, "cpu", "cpu")
+    said: list[str] = []
+    counts = forge_edges.measure_edges(read_edges("cpu_edges"), "cpu", only={SLAB}, protocol=QUICK, say=said.append)
+    assert counts["measured"] == 1, said
+    assert f"{SLAB}: measured before with `{earlier[:12]}`, whose matrix case has another kernel now: again" in said
+    assert measured_kernel(SLAB, "cpu") == source_hash(HONEST) and edge_up_to_date(SLAB, "cpu", "cpu")
+    again = forge_edges.measure_edges(read_edges("cpu_edges"), "cpu", only={SLAB}, protocol=QUICK, say=said.append)
+    assert again["skipped"] == 1
 
 
 def test_geometric_means_pair_each_edge_with_its_matrix_case(tmp_path):
