@@ -2,6 +2,8 @@
 """One `pipe` variant (forge/handwritten_temporal.py) launched twice on its case, for Nsight Compute
 to profile the second launch: which on-chip limit each change of session 27 moved (docs/forge.md).
 The timing of the variants is temporal_sweep.py's; this only gives ncu a process per variant.
+`--design rows16 [--by 4]` launches the single-step plane queue (forge/handwritten.py) instead: where
+DRAM bytes go on the memory-bound cases (session 28, scripts/rows16_ncu.sh).
 
 On the device machine (docs/gpu.md):
 
@@ -17,6 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from forge.handwritten import render  # noqa: E402
 from forge.handwritten_temporal import default_parameters, render_pipe  # noqa: E402
 from measurement.harness.cases import parse_case  # noqa: E402
 
@@ -26,14 +29,21 @@ def main() -> int:
     parser.add_argument("--case", required=True)
     parser.add_argument("--shuffle", action="store_true")
     parser.add_argument("--skip", action="store_true")
+    parser.add_argument("--design", choices=["pipe", "rows16"], default="pipe")
+    parser.add_argument("--by", type=int, default=8, help="rows16: rows a block (4: short4)")
     options = parser.parse_args()
     from measurement.backends import get_backend
     from measurement.backends.base import Kernel, Variant
     from measurement.harness.oracle import make_inputs
 
     case = parse_case(options.case)
-    width, height, chunk = default_parameters(case)
-    source, launch, _ = render_pipe(case, width, height, chunk, shuffle=options.shuffle, skip=options.skip)
+    if options.design == "rows16":
+        source, launch, _ = render(case, by=options.by)
+        label = f"rows16 by={options.by}"
+    else:
+        width, height, chunk = default_parameters(case)
+        source, launch, _ = render_pipe(case, width, height, chunk, shuffle=options.shuffle, skip=options.skip)
+        label = f"pipe {width}x{height} L{chunk} shuffle={options.shuffle} skip={options.skip}"
     backend = get_backend("cuda")
     prepared = backend.prepare(case, Variant("pipe", Kernel(source, launch), "candidate"))
     buffers = backend.allocate(case, make_inputs(case, 1))
@@ -41,7 +51,7 @@ def main() -> int:
     for _ in range(2):  # the first compiles and warms; ncu profiles the second (--launch-skip 1)
         prepared.run(buffers, coefficients)
     backend.synchronize()
-    print(f"{case.id}: pipe {width}x{height} L{chunk} shuffle={options.shuffle} skip={options.skip}", file=sys.stderr)
+    print(f"{case.id}: {label}", file=sys.stderr)
     return 0
 
 
