@@ -9,10 +9,10 @@ from collections import Counter, defaultdict
 
 from forge_campaign import CampaignView
 from operator_table_export import Export
-from operator_table_rows import cell, met, ratio_ci, round_label, round_number
+from operator_table_rows import case_facts, cell, machine, met, ratio_ci, round_label, round_number
 
 from measurement.harness.rules import REGRESSION_BAND
-from measurement.roofline import RERUN_SECONDS_TARGET, TEMPORAL_TARGET
+from measurement.targets import WholeRerun, rerun_time as rerun_target, temporal
 
 
 def outcome(r: dict, view: CampaignView) -> str:
@@ -144,17 +144,16 @@ def whole_reruns(export: Export) -> list[dict]:
 
 
 def rerun_time(export: Export) -> str:
-    """Issue 16's target for the re-run as a unit, from the latest whole MatrixRerunFinished of
-    the backend (measurement.reruns.record_matrix_rerun)."""
+    """Issue 16's target for the re-run as a unit (measurement.targets.rerun_time), from the latest
+    whole MatrixRerunFinished of the backend (measurement.reruns.record_matrix_rerun)."""
     runs = whole_reruns(export)
-    head = f"Whole-matrix re-run time (target: every standing result re-run in ≤ {RERUN_SECONDS_TARGET:.0f} s, in one process):"
+    evaluation = rerun_target(WholeRerun.from_payload(runs[-1]["payload"]) if runs else None)
+    head = f"Whole-matrix re-run time (target: {evaluation.target}):"
     if not runs:
         return f"{head} not recorded in this export (no MatrixRerunFinished of a whole re-run)."
     run = runs[-1]["payload"]
-    every = not run["not_run"] and not run["counts"].get("failed")
-    ok = every and run["wall_seconds"] <= RERUN_SECONDS_TARGET
     left = f"; {len(run['not_run'])} left by its deadline" if run["not_run"] else ""
-    return (f"{head} {met(ok)}: the latest (position {runs[-1]['position']}) re-ran {len(run['cases'])} of "
+    return (f"{head} {met(evaluation.met)}: the latest (position {runs[-1]['position']}) re-ran {len(run['cases'])} of "
             f"{run['standing']} standing results in {run['wall_seconds']:.1f} s{left}.")
 
 
@@ -209,37 +208,11 @@ def regate_section(export: Export) -> list[str]:
     ]
 
 
-def timed_composed(verdict: dict) -> dict[str, float]:
-    """{name: speedup} over the composed bounds a verdict timed itself: a re-run that left library
-    baselines out (measurement/contenders.py) still timed its composed ones, and an entry it
-    carried from the standing measurement was not timed by it."""
-    left_out = set(verdict.get("left_out") or [])
-    return {name: b["speedup"] for name, b in (verdict.get("baselines") or {}).items()
-            if name.startswith("composed(") and name not in left_out and not b.get("carried") and b.get("speedup")}
-
-
 def temporal_target(export: Export) -> list[str]:
-    """The temporal target (issue 16): every diamond_tsT with T >= 4 at TEMPORAL_TARGET over its
-    composed bound, the fastest of its composed baselines (T launches of the best single step, T / S
-    of an admitted diamond_tsS kernel) in the newest verdict that timed one (a re-run, or the
-    admitting verdict of a kernel admitted after it); a case that no longer stands does not meet
-    it whatever its ratio."""
-    temporal = sorted(c for c in export.cases if c.startswith("diamond_ts") and int(c.split("/")[0][10:]) >= 4)
-    if not temporal:
+    """The temporal target of issue 16 (measurement.targets.temporal): each diamond_tsT with T >= 4
+    over its composed bound in the newest verdict that timed one (a re-run, or the admitting verdict
+    of a kernel admitted after it)."""
+    evaluation = temporal(case_facts(export, machine(export)))
+    if not evaluation.scope:
         return []
-    parts, every = [], True
-    for case in temporal:
-        result = export.results.get(case)
-        named = [e for e in ([*result.reruns, result.verdict] if result else []) if e and timed_composed(e["payload"])]
-        newest = max(named, key=lambda e: e["position"])["payload"] if named else {}
-        composed = list(timed_composed(newest).values())
-        over = min(composed) if composed else None
-        standing = export.results.get(case) is not None and export.results[case].standing
-        every &= bool(over and standing and over >= TEMPORAL_TARGET)
-        parts.append(f"{case} {over:.3f}x" if over else f"{case} not measured against a composed bound")
-        if over and not standing:
-            parts[-1] += " (no standing result)"
-    return [f"Temporal (target: every diamond_tsT with T ≥ 4 at ≥ {TEMPORAL_TARGET}x over its composed bound, T launches "
-            f"of the best single step, or fewer of an admitted shorter diamond's kernel where that is faster): {met(every)}: "
-            + ", ".join(parts) + ".", ""]
-
+    return [f"Temporal (target: {evaluation.target}): {met(evaluation.met)}: {evaluation.measured}.", ""]

@@ -3,16 +3,16 @@ from), the summary against the targets and the per-case table.
 """
 from __future__ import annotations
 
-import math
-import statistics
 from collections import Counter
 from datetime import datetime
 from pathlib import Path
 
-from measurement.roofline import F16_MEMORY_MEDIAN_TARGET, GEOMEAN_TARGET, MEMORY_FLOOR, MEMORY_MEDIAN_TARGET
+from measurement.targets import (CaseFacts, TargetEvaluation, every_case_admitted, f16_memory_median, geomean,
+                                 geomean_speedup, memory_floor, memory_median, same_precision_speedups, sealing)
 from operator_table_export import ROOT, Export, Result
-from operator_table_rows import (Machine, bandwidth, baseline_cells, baseline_names, cell, classify, diagnosis_cell,
-                                 intensity, kernel_cell, met, precision_of, ratio_ci, roofline_ceiling, status_cell)
+from operator_table_rows import (Machine, bandwidth, baseline_cells, baseline_names, case_facts, cell, classify,
+                                 diagnosis_cell, intensity, kernel_cell, met, precision_of, ratio_ci, roofline_ceiling,
+                                 status_cell)
 
 
 
@@ -121,40 +121,57 @@ def case_table(export: Export, mach: Machine) -> list[str]:
     return lines + [""]
 
 
+def sealed_line(facts: list[CaseFacts]) -> str:
+    """Issue 16's sealing target (measurement.targets.sealing), with how many cells are sealed for
+    the kernel that stands now and how many for an earlier one."""
+    evaluation = sealing(facts)
+    current = sum(f.sealed_for_standing_kernel for f in facts)
+    cells = sum(f.sealed for f in facts)
+    converged = sum(f.converged for f in facts)
+    return (f"- Sealed: {current} of {len(facts)} cases have a map cell sealed for the kernel that stands now, "
+            f"{cells - current} more for an earlier kernel or a result that no longer stands; {converged} "
+            f"converged (target: every case that converged with an admitted kernel is sealed: {met(evaluation.met)}"
+            + (f"; unsealed: {', '.join(evaluation.failing)}" if evaluation.failing else "") + ").")
 
 
-def geomean(values: list[float]) -> float | None:
-    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
-
-
-def sealed_line(export: Export, standing: list[str]) -> str:
-    """Issue 16's sealing target: a case that converges (CaseConverged) gets its map cell sealed
-    (CellSealed, in the same transaction: forge.services._converge) with the kernel it converged
-    on; counted against the kernel that stands now, since a later campaign may have replaced it."""
-    view = export.view
-    cells = {c: p for c, p in view.sealed.items() if p.get("backend") == export.backend and c in export.cases}
-    current = [c for c in standing if c in cells
-               and cells[c]["source_hash"] == export.results[c].payload.get("candidate_source_hash")]
-    converged = [c for c, p in view.converged.items() if p.get("backend") == export.backend and c in export.cases]
-    unsealed = sorted(c for c in converged if view.converged[c].get("best_speedup") is not None and c not in cells)
-    return (f"- Sealed: {len(current)} of {len(export.cases)} cases have a map cell sealed for the kernel that stands now, "
-            f"{len(cells) - len(current)} more for an earlier kernel or a result that no longer stands; {len(converged)} "
-            f"converged (target: every case that converged with an admitted kernel is sealed: {met(not unsealed)}"
-            + (f"; unsealed: {', '.join(unsealed)}" if unsealed else "") + ").")
+def memory_block(title: str, median: TargetEvaluation, floor: TargetEvaluation | None,
+                 facts: dict[str, CaseFacts]) -> list[str]:
+    """The memory-bound cases of a precision group against their median (and floor) targets."""
+    if not median.scope:
+        return [f"- {title}: no memory-bound case."]
+    targets = f"median ≥ {median.threshold:.0%}" + (f", none < {floor.threshold:.0%}" if floor else "")
+    if not median.counted:
+        return [f"- {title}: {len(median.scope)} memory-bound cases, none with a standing result; the targets "
+                f"({targets} of the copy bandwidth) are {met(median.met)}."]
+    fractions = {c: facts[c].fraction_of_copy for c in median.counted}
+    low = min(fractions, key=fractions.get)
+    missing = len(median.uncounted)
+    floor_text = (f"; {len(floor.failing)} below {floor.threshold:.0%} (target none: {met(floor.value_met)})"
+                  + (f": {', '.join(floor.failing)}" if floor.failing else "")) if floor else ""
+    return [
+        f"- {title}: {len(median.counted)} of {len(median.scope)} memory-bound cases have a standing result: median "
+        f"{median.value:.0%} of the copy bandwidth (target ≥ {median.threshold:.0%}: {met(median.value_met)}), "
+        f"minimum {fractions[low]:.0%} ({low}){floor_text}. "
+        + (f"Over the matrix the targets are {met(median.met)}: {missing} memory-bound case{'s' if missing > 1 else ''} "
+           "without a standing result." if missing else "Every memory-bound case of the set has a result."),
+    ]
 
 
 def summary(export: Export, mach: Machine) -> list[str]:
     results = export.results
     rows = [(case, results.get(case) or Result(case)) for case in export.cases]
     standing = [(c, r) for c, r in rows if r.standing]
+    facts = case_facts(export, mach)
+    by_case = {f.case: f for f in facts}
+    admitted = every_case_admitted(facts)
     counts = Counter(r.status for _, r in rows)
     lines = [
         "## Summary",
         "",
-        f"- **Admitted: {len(standing)} of {len(rows)} cases** have a standing admitted result "
+        f"- **Admitted: {len(admitted.counted)} of {len(admitted.scope)} cases** have a standing admitted result "
         f"({counts['admitted']} admitted, {counts['downgraded']} downgraded); {counts['retracted']} retracted, "
         f"{counts['revised by re-run']} revised by a re-run, {counts['never admitted']} never admitted.",
-        sealed_line(export, [c for c, _ in standing]),
+        sealed_line(facts),
     ]
     copy = f"{bandwidth(mach.copy)} (median of the {mach.copies} copy measurements of the export)" if mach.copy else "unknown"
     if mach.balance:
@@ -165,60 +182,37 @@ def summary(export: Export, mach: Machine) -> list[str]:
     else:
         lines.append(f"- Machine balance: unknown. FP32 peak {mach.peak_text}; copy bandwidth {copy}. "
                      "Every case is classified \"unknown\".")
-    klass = {case: classify(export, mach, case) for case, _ in rows}
+    klass = {f.case: f.bound_class for f in facts}
     tally = Counter(klass.values())
     lines.append("- Classification: " + ", ".join(f"{n} {k}" for k, n in sorted(tally.items())) + ".")
-    precision = {case: precision_of(export, case) for case, _ in rows}
-
-    def memory_block(title: str, wanted: set[str], target: float, floor: float | None) -> list[str]:
-        cases = [(c, r) for c, r in rows if klass[c] == "memory-bound" and precision[c] in wanted]
-        if not cases:
-            return [f"- {title}: no memory-bound case."]
-        with_result = [(c, r) for c, r in cases if r.standing and r.payload.get("fraction_of_copy") is not None]
-        missing = len(cases) - len(with_result)
-        targets = f"median ≥ {target:.0%}" + (f", none < {floor:.0%}" if floor else "")
-        if not with_result:
-            return [f"- {title}: {len(cases)} memory-bound cases, none with a standing result; the targets "
-                    f"({targets} of the copy bandwidth) are {met(False)}."]
-        fractions = {c: r.payload["fraction_of_copy"] for c, r in with_result}
-        median, low = statistics.median(fractions.values()), min(fractions, key=fractions.get)
-        below = sorted(c for c, f in fractions.items() if floor and f < floor)
-        floor_text = (f"; {len(below)} below {floor:.0%} (target none: {met(not below)})"
-                      + (f": {', '.join(below)}" if below else "")) if floor else ""
-        return [
-            f"- {title}: {len(with_result)} of {len(cases)} memory-bound cases have a standing result: median "
-            f"{median:.0%} of the copy bandwidth (target ≥ {target:.0%}: {met(median >= target)}), "
-            f"minimum {fractions[low]:.0%} ({low}){floor_text}. "
-            + (f"Over the matrix the targets are {met(False)}: {missing} memory-bound case{'s' if missing > 1 else ''} "
-               "without a standing result." if missing else "Every memory-bound case of the set has a result."),
-        ]
+    precision = {f.case: f.precision for f in facts}
 
     lines += ["", "### Memory-bound cases (% of the copy bandwidth measured in the same run)", ""]
-    lines += memory_block("f32 / f64", {"f32", "f64"}, MEMORY_MEDIAN_TARGET, MEMORY_FLOOR)
-    lines += memory_block("f16 (kept apart)", {"f16"}, F16_MEMORY_MEDIAN_TARGET, None)
+    lines += memory_block("f32 / f64", memory_median(facts), memory_floor(facts), by_case)
+    lines += memory_block("f16 (kept apart)", f16_memory_median(facts), None, by_case)
 
     lines += ["", "### Speedup over the bound", ""]
+    f32 = geomean_speedup(facts)
     for wanted in ("f32", "f64", "f16"):
-        same = [(c, r) for c, r in standing if precision[c] == wanted and r.payload.get("same_precision") and r.speedup]
-        total = sum(1 for c, _ in rows if precision[c] == wanted)
-        if not total:
+        scope, speedups = same_precision_speedups(facts, wanted)
+        if not scope:
             continue
-        mean = geomean([r.speedup for _, r in same])
-        values = ", ".join(f"{c} {r.speedup:.2f}x" for c, r in same)
+        mean = geomean(list(speedups.values()))
+        values = ", ".join(f"{c} {s:.2f}x" for c, s in speedups.items())
+        target = ""
         if wanted == "f32":
-            target = (f" (target ≥ {GEOMEAN_TARGET}x: {met(mean is not None and mean >= GEOMEAN_TARGET)}"
-                      + (f"; {total - len(same)} f32 cases of the matrix have no same-precision standing result" if total > len(same) else "")
-                      + ")")
-        else:
-            target = ""
+            target = (f" (target ≥ {f32.threshold}x: {met(f32.met)}"
+                      + (f"; {len(f32.uncounted)} f32 cases of the matrix have no same-precision standing result"
+                         if f32.uncounted else "") + ")")
         lines.append(f"- Same precision, {wanted}: geometric mean " + (f"**{mean:.2f}x**" if mean else "– (no result)")
-                     + f" over {len(same)} of the {total} {wanted} cases{target}" + (f": {values}." if values else "."))
-        ceilings = [roofline_ceiling(export, mach, c, r) for c, r in same]
-        if same and all(ceilings):
+                     + f" over {len(speedups)} of the {len(scope)} {wanted} cases{target}"
+                     + (f": {values}." if values else "."))
+        ceilings = [roofline_ceiling(export, mach, c, results[c]) for c in speedups]
+        if speedups and all(ceilings):
             ceiling = geomean(ceilings)
             reach = ""
             if wanted == "f32":
-                reach = (f"; the target of {GEOMEAN_TARGET}x is " + ("below that ceiling" if ceiling >= GEOMEAN_TARGET
+                reach = (f"; the target of {f32.threshold}x is " + ("below that ceiling" if ceiling >= f32.threshold
                                                                      else "above it: out of reach over these bounds"))
             lines.append(f"  - Roofline ceiling over the same bounds (per case in the table below): geometric mean "
                          f"{ceiling:.2f}x{reach}.")

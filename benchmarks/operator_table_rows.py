@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from measurement.roofline import FP32_LANES, fp32_peak
 from measurement.roofline import roofline_ceiling as ceiling_over
+from measurement.targets import CaseFacts, composed_speedup
 from operator_table_export import Export, Result
 
 BASELINE_ORDER = ["straightforward", "cupyx.ndimage", "scipy.ndimage", "pystencils", "torch.conv"]
@@ -70,6 +71,31 @@ def roofline_ceiling(export: Export, mach: Machine, case: str, result: "Result")
 
 def precision_of(export: Export, case: str) -> str:
     return (export.defined.get(case) or {}).get("precision") or case.rsplit("/", 1)[-1]
+
+
+def case_facts(export: Export, mach: Machine) -> list[CaseFacts]:
+    """What measurement.targets judges, per row of the export: the replayed result (the admitting
+    verdict's payload), the class against the export's balance, the composed bound of the newest
+    verdict that timed one, and the campaign view's latest CellSealed / CaseConverged of the case
+    on this backend (a later campaign may have replaced the kernel a cell was sealed for)."""
+    view = export.view
+    facts = []
+    for case in export.cases:
+        result = export.results.get(case) or Result(case)
+        p = result.payload
+        cell, converged = (payload if (payload or {}).get("backend") == export.backend else None
+                           for payload in (view.sealed.get(case), view.converged.get(case)))
+        verdicts = sorted([*result.reruns, result.verdict] if result.verdict else [], key=lambda e: e["position"])
+        facts.append(CaseFacts(
+            case=case, precision=precision_of(export, case), bound_class=classify(export, mach, case),
+            standing=result.standing, fraction_of_copy=p.get("fraction_of_copy"), speedup=result.speedup,
+            same_precision=p.get("same_precision"), composed_speedup=composed_speedup(e["payload"] for e in verdicts),
+            sealed=cell is not None,
+            sealed_for_standing_kernel=bool(cell and result.standing
+                                            and cell["source_hash"] == p.get("candidate_source_hash")),
+            converged=converged is not None,
+            converged_with_kernel=bool(converged and converged.get("best_speedup") is not None)))
+    return facts
 
 
 # ---------------------------------------------------------------- cells

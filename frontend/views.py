@@ -20,7 +20,7 @@ from ledger.models import Event, EventTypeCount
 from ledger.review import ReviewError
 from measurement.roofline import TARGETS
 
-from . import app_figures, batches, plots, provenance, publication, reruns, selectors, tables
+from . import app_figures, batches, plots, provenance, publication, reruns, selectors, tables, targets
 
 
 def plotly_js(request: HttpRequest) -> FileResponse:
@@ -51,6 +51,7 @@ def dashboard(request: HttpRequest) -> HttpResponse:
                    "edge_rows": len(every_operator_row) - len(operator_rows)},
         "figures": tables.headline_figures(operators=operator_rows, applications=app_rows),
         "targets": TARGETS,
+        "scorecards": targets.scorecards(operator_rows),
         "distribution": plots.speedup_distribution([row["headline"] for row in apps]),
         "freezes": publication.freezes(),
         "recent": [selectors.record(e) for e in Event.objects.order_by("-position")[:10]],
@@ -93,7 +94,7 @@ def _table_page(request: HttpRequest, builder: Callable[..., list[dict]], filter
 def operator_table(request: HttpRequest) -> HttpResponse:
     context = _table_page(request, tables.operator_rows, OPERATOR_FILTERS, OPERATOR_HEADERS, "case", "api-operator-cases")
     context.update(matrices=sorted(tables.matrix_backends()), statuses=tables.OPERATOR_STATUSES,
-                   baselines=tables.BASELINE_MEANINGS, targets=TARGETS)
+                   baselines=tables.BASELINE_MEANINGS, targets=TARGETS, scorecards=targets.scorecards())
     return render(request, "frontend/operators.html", context, status=400 if context["error"] else 200)
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 # FP32 lanes per SM by compute capability (Hopper, CC 9.0: 4 partitions x 32 FP32 units); the
 # peak is unknown elsewhere rather than guessed.
 FP32_LANES = {"9.0": 128}
-# The forge's targets (issue 16), which the generated tables state met or not:
+# The forge's targets (issue 16): measurement/targets.py judges them, for the generated tables and the audit site:
 MEMORY_MEDIAN_TARGET = 0.90  # median fraction of the copy bandwidth over the memory-bound f32/f64 cases
 MEMORY_FLOOR = 0.80  # no memory-bound f32/f64 case below this fraction
 F16_MEMORY_MEDIAN_TARGET = 0.85  # the same median over the memory-bound f16 cases

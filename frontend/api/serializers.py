@@ -47,6 +47,34 @@ class OperatorRowSerializer(serializers.Serializer):
     api_provenance_url = serializers.CharField(help_text="absolute; empty for a case without a result")
 
 
+class TargetSerializer(serializers.Serializer):
+    """One target of issue 16 over a matrix (measurement.targets.TargetEvaluation)."""
+
+    name = serializers.CharField(help_text="admitted, sealed, memory_median, memory_floor, f16_memory_median, geomean, "
+                                           "temporal or rerun_seconds")
+    label = serializers.CharField()
+    target = serializers.CharField(help_text="what it asks, with its threshold")
+    threshold = serializers.FloatField(allow_null=True,
+                                       help_text="a fraction of copy, a speedup or seconds; null: a count")
+    value = serializers.FloatField(allow_null=True, help_text="the measured value; null: not recorded")
+    measured = serializers.CharField(help_text="the value in words with the cases it is over, or why there is none")
+    met = serializers.BooleanField(allow_null=True, help_text="over the whole matrix; null: nothing to judge")
+    value_met = serializers.BooleanField(allow_null=True, help_text="the value alone meets the threshold over the "
+                                                                    "cases counted")
+    verdict = serializers.ChoiceField(choices=["met", "not met", "not recorded"])
+    scope = serializers.ListField(child=serializers.CharField(), help_text="the cases the target is over")
+    counted = serializers.ListField(child=serializers.CharField(), help_text="the cases with a value")
+    uncounted = serializers.ListField(child=serializers.CharField(), help_text="cases of the scope without a value")
+    failing = serializers.ListField(child=serializers.CharField(), help_text="cases that miss the target on their own")
+
+
+class ScorecardSerializer(serializers.Serializer):
+    matrix = serializers.CharField()
+    backend = serializers.CharField()
+    cases = serializers.IntegerField()
+    targets = TargetSerializer(many=True)
+
+
 class ApplicationRowSerializer(serializers.Serializer):
     result = serializers.CharField(help_text="app/<architecture>/<name>")
     app = serializers.CharField()

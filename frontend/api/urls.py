@@ -5,6 +5,7 @@ from . import views
 urlpatterns = [
     path("tables/operator-cases/", views.OperatorCases.as_view(), name="api-operator-cases"),
     path("tables/applications/", views.Applications.as_view(), name="api-applications"),
+    path("targets/", views.Targets.as_view(), name="api-targets"),
     path("provenance/<str:kind>/<path:id>/", views.Provenance.as_view(), name="api-provenance"),
     path("reruns/", views.Reruns.as_view(), name="api-reruns"),
     path("reruns/<str:rerun_id>/", views.RerunDetail.as_view(), name="api-rerun"),

@@ -1,6 +1,6 @@
-"""REST views of the audit: tables (JSON and CSV), provenance chains, re-runs, sign-offs,
-retractions and publication freezes. Thin: the work is in frontend.tables / provenance /
-reruns / publication and ledger.review.
+"""REST views of the audit: tables (JSON and CSV), the targets scorecard, provenance chains,
+re-runs, sign-offs, retractions and publication freezes. Thin: the work is in frontend.tables /
+targets / provenance / reruns / publication and ledger.review.
 
 Reads follow ledger.api.permissions.ReadableLedger; every write needs a logged-in user with
 the view's permission (groups Reviewer and Maintainer, frontend/apps.py) and is recorded as
@@ -17,6 +17,7 @@ from rest_framework.settings import api_settings
 from rest_framework.views import APIView
 
 from frontend import publication, reruns, signoffs
+from frontend.targets import scorecards
 from frontend.provenance import UnknownResult, application_chain, operator_chain
 from frontend.tables import (APP_STATES, APPLICATION_COLUMNS, OPERATOR_COLUMNS, TableQueryError, application_rows, operator_rows,
                              result_exists)
@@ -153,6 +154,15 @@ class Applications(TableView):
         responses={200: s.ApplicationRowSerializer(many=True), **errors(400, 403)})
     def get(self, request):
         return super().get(request)
+
+
+class Targets(AuditView):
+    @extend_schema(responses={200: s.ScorecardSerializer(many=True), **errors(403)},
+                   description="Issue 16's targets over the matrix of each backend (edge shapes left out): each "
+                               "measured, the cases it counts, and met or not, as the generated operator tables "
+                               "state them.")
+    def get(self, request):
+        return Response(scorecards())
 
 
 # ---- provenance --------------------------------------------------------------------------

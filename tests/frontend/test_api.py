@@ -142,8 +142,8 @@ def test_rerun_requests(ledger):
 
 def test_the_endpoints_are_in_the_openapi_schema(db):
     schema = APIClient().get("/api/schema/", {"format": "json"}).json()
-    for path in ("/api/tables/operator-cases/", "/api/tables/applications/", "/api/provenance/{kind}/{id}/",
-                 "/api/reruns/", "/api/reruns/{rerun_id}/", "/api/signoffs/", "/api/retractions/", "/api/freezes/",
+    for path in ("/api/tables/operator-cases/", "/api/tables/applications/", "/api/targets/",
+                 "/api/provenance/{kind}/{id}/", "/api/reruns/", "/api/reruns/{rerun_id}/", "/api/signoffs/", "/api/retractions/", "/api/freezes/",
                  "/api/freezes/{position}/check/"):
         assert path in schema["paths"], path
     rows = schema["paths"]["/api/tables/operator-cases/"]["get"]["responses"]["200"]["content"]["application/json"]["schema"]
