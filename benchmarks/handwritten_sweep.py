@@ -11,7 +11,8 @@ the same inputs (a variant that differs is reported, not timed); the gate does t
 
 `--family changes` times session 28's two changes instead (forge/handwritten.py `render`'s
 `shuffle` and `l2_prefetch`), alone and together, on rows16 and on the 4-row blocks of short4
-(and on rows8 where it is offered), beside those kernels unchanged.
+(and on rows8 where it is offered), beside those kernels unchanged; `--family march` its third
+(`alternate`: odd chunks march down) the same way.
 
 On the device machine (docs/gpu.md):
 
@@ -49,15 +50,17 @@ def variants(case) -> list[tuple[str, dict]]:
     return [(label, {**base, **change}) for label, change in changes]
 
 
-def change_variants(case) -> list[tuple[str, dict]]:
+def change_variants(case, march: bool = False) -> list[tuple[str, dict]]:
     """rows16, short4 (and rows8 where the campaign offers it), each unchanged, with the x halo by
-    shuffles, with L2::256B loads, and with both."""
+    shuffles, with L2::256B loads, and with both; with `march`, each unchanged and with odd chunks
+    marching down (`alternate`)."""
     base = {"nv": 1, "chunk": default_chunk(case, 1)}
     kernels = [("rows16", {"by": 8}), ("short4", {"by": 4})]
     if case.precision != "f64" and case.stencil.halo <= 8 // case.dtype.itemsize:
         kernels.append(("rows8", {"by": 8, "vector_bytes": 8}))
-    changes = [("", {}), ("+shuffle", {"shuffle": True}), ("+l2", {"l2_prefetch": True}),
-               ("+shuffle+l2", {"shuffle": True, "l2_prefetch": True})]
+    changes = ([("", {}), ("+alternate", {"alternate": True})] if march else
+               [("", {}), ("+shuffle", {"shuffle": True}), ("+l2", {"l2_prefetch": True}),
+                ("+shuffle+l2", {"shuffle": True, "l2_prefetch": True})])
     return [(name + label, {**base, **kernel, **change}) for name, kernel in kernels for label, change in changes]
 
 
@@ -165,16 +168,17 @@ def sweep_rows16(backend, case_id: str, passes: int, launches: int) -> tuple[dic
     return row, f"best {row['best']} {best.get('percent_of_copy')}% of copy, {best.get('x_rows16')}x rows16"
 
 
-def sweep_changes(backend, case_id: str, passes: int, launches: int) -> tuple[dict, str]:
+def sweep_changes(backend, case_id: str, passes: int, launches: int, march: bool = False) -> tuple[dict, str]:
     case = parse_case(case_id)
-    row = sweep_case(backend, case_id, passes, launches, [(label, p, render) for label, p in change_variants(case)])
+    row = sweep_case(backend, case_id, passes, launches,
+                     [(label, p, render) for label, p in change_variants(case, march)])
     best = row["variants"].get(row["best"], {})
     return row, f"best {row['best']} {best.get('percent_of_copy')}% of copy, {best.get('x_rows16')}x rows16"
 
 
 def main() -> int:
     return sweep_main(__doc__.splitlines()[0], "comma-separated case ids (T = 1 types)", sweep_rows16,
-                      {"changes": sweep_changes})
+                      {"changes": sweep_changes, "march": lambda *a: sweep_changes(*a, march=True)})
 
 
 if __name__ == "__main__":

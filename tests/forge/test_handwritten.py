@@ -90,13 +90,24 @@ CHANGED = ["star_1/6x7x200/f32", "star_1/5x6x64/f64", "box_1/5x6x256/f16", "star
 
 
 @pytest.mark.parametrize("case_id", CHANGED)
-@pytest.mark.parametrize("changes", [{"shuffle": True}, {"l2_prefetch": True}, {"shuffle": True, "by": 4}])
-def test_the_shuffle_and_prefetch_changes_are_correct(case_id, changes):
+@pytest.mark.parametrize("changes", [{"shuffle": True}, {"l2_prefetch": True}, {"shuffle": True, "by": 4},
+                                     {"alternate": True}, {"alternate": True, "chunk": 2}, {"alternate": True, "chunk": 3, "by": 4}])
+def test_the_session_28_changes_are_correct(case_id, changes):
     case = parse_case(case_id)
     source, launch, _ = render(case, **changes)
-    assert source != render(case, by=changes.get("by", 8))[0]
+    assert source != render(case, by=changes.get("by", 8), chunk=changes.get("chunk"))[0]
     for misalign in (False, True):
         assert judged(case, source, launch, misalign) <= TOLERANCE[case.precision], (changes, misalign)
+
+
+def test_a_wrong_plane_in_the_downward_march_is_caught():
+    """The check above can fail: a chunk marching down that stores its complete plane as going up."""
+    case = parse_case("star_1/9x10x64/f32")
+    source, launch, _ = render(case, alternate=True, chunk=2)
+    broken = source.replace("(k - R * dir)", "(k - R)")
+    assert broken != source
+    with pytest.raises(AssertionError, match="missed"):  # its planes land below its chunk
+        judged(case, broken, launch, False)
 
 
 def test_a_wrong_shuffle_direction_is_caught():
