@@ -61,4 +61,28 @@ def matrix_candidates(case: Case) -> list[tuple[str, dict, str, str]]:
     stencil = case.stencil
     if stencil.family == "star" and stencil.dims == 3 and not stencil.variable_coefficient:
         made.append(planes_candidate(case))
+    return made + marching_down(case, chunk)
+
+
+def marching_down(case: Case, chunk: int) -> list[tuple[str, dict, str, str]]:
+    """Session 28's `alternate` (odd chunks march down, so neighbouring chunks read their shared halo
+    planes together and the second read hits the L2) on short4, rows8 and rows16, in the order the
+    H200 sweep measured them best (docs/benchmarks/handwritten_march_h200_s28.json): rows8 first for
+    varcoef_star_1 (1.03x and 1.18x over rows8 at 256^3 f32 and 512^3 f16), short4 first elsewhere
+    (1.02-1.05x on star_1 and box_1 f32, star2d_1, box2d_1). Not offered where it lost: star_2
+    (0.93-0.98x), every f64 case (0.94-0.99x) and star_4 (whose `planes` has no chunk queue)."""
+    stencil = case.stencil
+    if case.precision == "f64" or stencil.radius > 1:
+        return []
+    kernels = [("short4", {"by": 4}), ("rows16", {"by": 8})]
+    if stencil.halo <= 8 // case.dtype.itemsize:
+        kernels.insert(0 if stencil.variable_coefficient else 1, ("rows8", {"by": 8, "vector_bytes": 8}))
+    made = []
+    for name, parameters in kernels:
+        source, launch, _ = render(case, chunk=chunk, alternate=True, **parameters)
+        hypothesis = (f"{case.id}: one change from {name}: odd chunks march down {'z' if stencil.dims == 3 else 'y'}, so "
+                      "two neighbouring chunks read the planes at their boundary at about the same time and the second "
+                      "read hits the L2; gains where the chunks' halo re-reads from DRAM limit it (ncu: rows16 read 1.10x "
+                      "the compulsory bytes at star_1/512^3 f32; docs/benchmarks/handwritten_march_h200_s28.json).")
+        made.append((f"{name}+alternate: hand-written plane queue, odd chunks march down", launch, hypothesis, source))
     return made

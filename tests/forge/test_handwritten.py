@@ -76,9 +76,13 @@ def test_the_one_change_variants_offered():
     def offered(case_id):
         return [c[0].split(":")[0] for c in matrix_candidates(parse_case(case_id))]
 
-    assert offered("star_1/512x512x512/f32") == ["rows16", "rows8", "short4", "planes"]
+    down = ["short4+alternate", "rows8+alternate", "rows16+alternate"]  # session 28, after the rest
+    assert offered("star_1/512x512x512/f32") == ["rows16", "rows8", "short4", "planes", *down]
+    assert offered("varcoef_star_1/256x256x256/f32") == ["rows16", "rows8", "short4", "rows8+alternate",
+                                                         "short4+alternate", "rows16+alternate"]
     assert offered("star_4/512x512x512/f16") == ["rows16", "rows8", "short4", "planes"]
     assert offered("star_4/512x512x512/f32") == ["rows16", "short4", "planes"]
+    assert offered("star_2/512x512x512/f32") == ["rows16", "rows8", "short4", "planes"]  # alternate lost there
     assert offered("star_1/512x512x512/f64") == ["rows16", "short4", "planes"]
 
 
