@@ -79,10 +79,13 @@ def test_a_fresh_clone_browses_the_h200_campaign(db, client, capsys):
     # docs/benchmarks/h200_campaign_pipe2_s27.log) and its re-run reconfirmed all 32 standing results;
     # then both diamond_ts8 were retracted by a re-run against two launches of the admitted diamond_ts4
     # kernel, a composed bound since session 27 (0.739x, docs/benchmarks/h200_rerun_ts8_s27.log), and
-    # diamond_ts4/256^3 admitted again with 96x32 tiles (1.698x, h200_campaign_pipe3_s27.log).
+    # diamond_ts4/256^3 admitted again with 96x32 tiles (1.698x, h200_campaign_pipe3_s27.log); session 28's
+    # round admitted 7 over downgraded or admitted results (odd chunks marching down on star_1 256^3/512^3 and
+    # box_1 256^3/512^3 f32; rows8 on star_1/128^3; short4 on star2d_1 and box2d_1 f16;
+    # docs/benchmarks/h200_campaign_march_s28.log), 5 of them downgraded before.
     assert len(expected) == 37
     statuses = [status for status, _ in expected.values()]
-    assert (statuses.count("admitted"), statuses.count("downgraded"), statuses.count("retracted")) == (9, 21, 7)
+    assert (statuses.count("admitted"), statuses.count("downgraded"), statuses.count("retracted")) == (14, 16, 7)
 
     ts8 = "diamond_ts8/512x512x512/f32"
     rows = client.get("/api/tables/operator-cases/", {"backend": "cuda", "matrix": "gpu"}).json()
