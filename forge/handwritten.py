@@ -32,8 +32,9 @@ import math
 from measurement.harness.cases import Case
 from measurement.harness.codegen import acc_type, composed_star1_polynomials, cuda_type
 
+from .handwritten_loads import row_load, vector_helpers
+
 VECTOR_BYTES = 16
-VECTOR_TYPE = {("f32", 16): "float4", ("f64", 16): "double2", ("f16", 16): "uint4", ("f32", 8): "float2", ("f16", 8): "uint2"}
 THREADS_WANTED = 1 << 17  # about the H200's resident threads at ~64 registers (132 SMs x 1024)
 
 
@@ -164,7 +165,7 @@ def _marching_kernel(case: Case, v: int, vw: int, chunk: int, comment: list[str]
         "#include <cuda_fp16.h>" if case.precision == "f16" else None,
         f"typedef {cuda_type(case.precision)} elem_t;",
         f"typedef {acc_type(case.precision)} acc_t;",
-        *_vector_helpers(case.precision, vw, vw * case.dtype.itemsize, l2_prefetch),
+        *vector_helpers(case.precision, vw, vw * case.dtype.itemsize, l2_prefetch),
         *file_scope,
         'extern "C" __global__ void stencil(const elem_t* __restrict__ u, const elem_t* __restrict__ a,',
         "                                   elem_t* __restrict__ y, const double* __restrict__ coef,",
@@ -260,108 +261,6 @@ def _rows_needed(plan: dict) -> dict[int, set[int]]:
     return rows
 
 
-# (the PTX vector of a load, its register constraint, the fields) per vector type, for `L2::256B`
-PTX_VECTOR = {"float4": ("v4.f32", "f", "xyzw"), "float2": ("v2.f32", "f", "xy"), "double2": ("v2.f64", "d", "xy"),
-              "uint4": ("v4.u32", "r", "xyzw"), "uint2": ("v2.u32", "r", "xy")}
-
-
-def _hinted_load(vtype: str) -> list[str]:
-    """`load_hinted`: the read-only vector load with the L2::256B prefetch hint on the device (the
-    CPU emulation, which has no __CUDA_ARCH__, reads plainly)."""
-    shape, constraint, fields = PTX_VECTOR[vtype]
-    operands = ", ".join(f"%{i}" for i in range(len(fields)))
-    outputs = ", ".join(f'"={constraint}"(v.{f})' for f in fields)
-    return [
-        f"__device__ __forceinline__ {vtype} load_hinted(const {vtype}* p)",
-        "{",
-        "#if defined(__CUDA_ARCH__)",
-        f"    {vtype} v;",
-        f'    asm volatile("ld.global.nc.L2::256B.{shape} {{{operands}}}, [%{len(fields)}];" : {outputs} : "l"(p));',
-        "    return v;",
-        "#else",
-        "    return *p;",
-        "#endif",
-        "}",
-    ]
-
-
-def _vector_helpers(precision: str, vw: int, vector_bytes: int, l2_prefetch: bool = False) -> list[str]:
-    vtype = VECTOR_TYPE[precision, vector_bytes]
-    if precision == "f16":
-        load = [
-            f"    const {vtype} v = *reinterpret_cast<const {vtype}*>(p);",
-            "    const __half2* h = reinterpret_cast<const __half2*>(&v);",
-            "#pragma unroll",
-            f"    for (int i = 0; i < {vw // 2}; ++i) {{ const float2 f = __half22float2(h[i]); out[2 * i] = f.x; out[2 * i + 1] = f.y; }}",
-        ]
-        store = [
-            f"    {vtype} v;",
-            "    __half2* h = reinterpret_cast<__half2*>(&v);",
-            "#pragma unroll",
-            f"    for (int i = 0; i < {vw // 2}; ++i) h[i] = __floats2half2_rn(in[2 * i], in[2 * i + 1]);",
-            f"    *reinterpret_cast<{vtype}*>(p) = v;",
-        ]
-        scalar = ["#define LOAD(p, k) __half2float((p)[k])", "#define STORE(v) __float2half(v)"]
-    else:
-        fields = "xyzw"[:vw]
-        load = [f"    const {vtype} v = *reinterpret_cast<const {vtype}*>(p);",
-                "    " + " ".join(f"out[{i}] = v.{f};" for i, f in enumerate(fields))]
-        store = [f"    {vtype} v;", "    " + " ".join(f"v.{f} = in[{i}];" for i, f in enumerate(fields)),
-                 f"    *reinterpret_cast<{vtype}*>(p) = v;"]
-        scalar = ["#define LOAD(p, k) ((acc_t)(p)[k])", "#define STORE(v) ((elem_t)(v))"]
-    if l2_prefetch:
-        load[0] = f"    const {vtype} v = load_hinted(reinterpret_cast<const {vtype}*>(p));"
-    return [
-        *scalar,
-        *(_hinted_load(vtype) if l2_prefetch else []),
-        "/* VW lanes from a 16-byte aligned address, converted to acc_t, and back. */",
-        "__device__ __forceinline__ void load_vector(const elem_t* p, acc_t* out)",
-        "{", *load, "}",
-        "__device__ __forceinline__ void store_vector(elem_t* p, const acc_t* in)",
-        "{", *store, "}",
-    ]
-
-
-def _row_load(row: str, offset: str, lo: int, hi: int, pad: int, pad_name: str, v: int, vw: int, indent: str,
-              shuffle: bool = False) -> list[str]:
-    """Lanes lo .. V-1+hi (relative to x0) of one row into `row[pad + lane]` (`pad_name` spells pad
-    in index expressions): whole 16-byte vectors on the vector path (the halo from the
-    neighbouring aligned vectors), per-lane scalars otherwise. The one-vector halo keeps the
-    spelling of the first H200 campaign's sources, so their hashes name the same kernels."""
-    out = [f"{indent}{{", f"{indent}    const long p = {offset};", f"{indent}    if (vec) {{"]
-    starts = list(range(-(-(-lo) // vw) * -vw, v + hi, vw))
-    own = [start for start in starts if 0 <= start < v]
-    out += [f"{indent}        load_vector(u + p + {start}, &{row}[{pad_name} + {start}]);" for start in own]
-    if shuffle and (lo or hi):
-        if -lo > v or hi > v:
-            raise ValueError(f"an x halo of {max(-lo, hi)} exceeds the {v} lanes a neighbouring thread holds")
-        out += [f"{indent}        if (whole_warp) {{",
-                *[f"{indent}            {row}[{pad + x}] = __shfl_up_sync(0xffffffffu, {row}[{pad + v + x}], 1);"
-                  for x in range(lo, 0)],
-                *[f"{indent}            {row}[{pad + x}] = __shfl_down_sync(0xffffffffu, {row}[{pad + x - v}], 1);"
-                  for x in range(v, v + hi)],
-                *([f"{indent}            if (lane == 0) {{ " + " ".join(f"{row}[{pad + x}] = LOAD(u, p + ({x}));"
-                                                             for x in range(lo, 0)) + " }"] if lo else []),
-                *([f"{indent}            if (lane == 31) {{ " + " ".join(f"{row}[{pad + x}] = LOAD(u, p + {x});"
-                                                              for x in range(v, v + hi)) + " }"] if hi else []),
-                f"{indent}        }} else {{"]
-        halo_indent = indent + "    "
-    else:
-        halo_indent = indent
-    for start in sorted(s for s in starts if s not in own):  # left, then right
-        address = "u + p - VW" if start == -vw else "u + p + V" if start == v else f"u + p + ({start})"
-        element = (lambda x: f"VW + ({x})") if start == -vw else (lambda x: f"{x - start}")
-        kept = [x for x in range(start, start + vw) if lo <= x <= v - 1 + hi]
-        out += [f"{halo_indent}        {{ acc_t t[VW]; load_vector({address}, t);",
-                *[f"{halo_indent}          {row}[{pad + x}] = t[{element(x)}];" for x in kept], f"{halo_indent}        }}"]
-    if halo_indent != indent:
-        out.append(f"{indent}        }}")
-    out += [f"{indent}    }} else {{", "#pragma unroll",
-            f"{indent}        for (int i = {lo}; i < V + {hi}; ++i) {row}[{pad_name} + i] = LOAD(u, p + i);",
-            f"{indent}    }}", f"{indent}}}"]
-    return out
-
-
 def _plane_body(case: Case, plan: dict, v: int, vw: int, indent: str, shuffle: bool = False) -> list[str]:
     """Load plane k's needed rows, then add its orbit sums into the queue."""
     rows = _rows_needed(plan)
@@ -373,7 +272,7 @@ def _plane_body(case: Case, plan: dict, v: int, vw: int, indent: str, shuffle: b
             raise ValueError(f"{case.type}: an x halo of {max(-lo, hi)} exceeds a {vw}-lane vector")
         row = f"r{_name(dy)}"
         offset = f"base + ({dy}L) * nx" if case.stencil.dims == 3 and dy else "base"
-        out += [f"{indent}acc_t {row}[V + 2 * R];", *_row_load(row, offset, lo, hi, r, "R", v, vw, indent, shuffle)]
+        out += [f"{indent}acc_t {row}[V + 2 * R];", *row_load(row, offset, lo, hi, r, "R", v, vw, indent, shuffle)]
     out += ["#pragma unroll", f"{indent}for (int i = 0; i < V; ++i) {{"]
     inner = indent + "    "
     for m in sorted(plan):
@@ -397,10 +296,10 @@ def _temporal_body(case: Case, index: dict, v: int, indent: str) -> list[str]:
     for a in range(t + 1):
         h = t - a
         out += [f"{indent}{{", f"{indent}    acc_t r[V + {2 * h}];",
-                *_row_load("r", f"base + ({a}L) * nx", -h, h, h, str(h), v, vw, indent + "    ")]
+                *row_load("r", f"base + ({a}L) * nx", -h, h, h, str(h), v, vw, indent + "    ")]
         if a:
             out += [f"{indent}    {{", f"{indent}        acc_t o[V + {2 * h}];",
-                    *_row_load("o", f"base - ({a}L) * nx", -h, h, h, str(h), v, vw, indent + "        "), "#pragma unroll",
+                    *row_load("o", f"base - ({a}L) * nx", -h, h, h, str(h), v, vw, indent + "        "), "#pragma unroll",
                     f"{indent}        for (int l = 0; l < V + {2 * h}; ++l) r[l] += o[l];", f"{indent}    }}"]
         inner = indent + "        "
         out += ["#pragma unroll", f"{indent}    for (int i = 0; i < V; ++i) {{", f"{inner}const acc_t p0 = r[i + {h}];",
