@@ -110,6 +110,6 @@ def test_campaigns_offer_the_pipeline_after_the_octahedron_and_to_f16_star_1_bef
     assert [c[0].split(":")[0] for c in matrix_candidates(parse_case("diamond_ts4/256x256x256/f32"))] == ["octa", "pipe"]
     assert default_parameters(parse_case("diamond_ts8/512x512x512/f32")) == (64, 32, 128)
     offered = [c[0].split(":")[0] for c in matrix_candidates(parse_case("star_1/512x512x512/f16"))]
-    assert offered == ["rows16", "rows8", "short4", "pipe", "planes"]
+    assert offered[:5] == ["rows16", "rows8", "short4", "pipe", "planes"]  # then the marching-down variants
     assert "pipe" not in [c[0].split(":")[0] for c in matrix_candidates(parse_case("star_1/512x512x512/f32"))]
     assert default_parameters(parse_case("diamond_ts4/256x256x256/f32")) == (96, 32, 64)
