@@ -22,7 +22,7 @@ are written by a person, per case, around one design that kernelgen does not hav
   the candidate is correct on every shape the checks use.
 
 Coefficients stay run-time (the ABI), the shape stays run-time; R, V, L and the class structure
-are compile-time. `render(case, nv, by, chunk, vector_bytes)` and `render_temporal(case, by, chunk)` return
+are compile-time. `render(case, nv, by, chunk, vector_bytes, shuffle, l2_prefetch, alternate)` and `render_temporal(case, by, chunk)` return
 (source, launch, hypothesis); forge/candidates.py lists what a campaign submits.
 """
 from __future__ import annotations
@@ -54,8 +54,8 @@ def render(case: Case, nv: int = 1, by: int = 8, chunk: int | None = None, vecto
     off renders the gated sources byte for byte. `alternate`: odd chunks march down z (y in 2D), so
     two neighbouring chunks read the planes at their shared boundary at about the same time, both
     starting or both ending there, and the second read hits the L2 (ncu: rows16 read 1.10x the
-    compulsory bytes from DRAM at 512^3 and 256^3 f32, 1.04x at 128x256x2048, where a chunk's halo
-    planes are a smaller share). The sweep's other two: the x halo from the neighbouring lanes' registers by
+    compulsory bytes from DRAM at 512^3 and 256^3 f32, 1.03-1.04x on the cases above 90% of copy;
+    the chunks' halo planes are the suspect, not proven). The sweep's other two: the x halo from the neighbouring lanes' registers by
     warp shuffles, where a whole warp is in range (the lanes at the warp's ends load their halo
     scalars), instead of the neighbouring 16-byte vectors (5 vector loads a plane for star_1's
     three rows become 3, box_1's 9 become 3); and the input vectors loaded with the PTX hint
