@@ -56,11 +56,12 @@ def measure_edges(edge_set, backend: str, *, tune: str | None = None, deadline: 
     for edge in edge_set.edges:
         if only is not None and edge.case not in only:
             continue
-        if edge_up_to_date(edge.case, edge_set.matrix, backend):
+        earlier = measured_kernel(edge.case, backend)
+        if edge_up_to_date(edge.case, edge_set.matrix, backend, earlier):
             counts["skipped"] += 1
             say(f"{edge.case}: skipped (this ledger measured it already with the kernel it would borrow)")
             continue
-        if (earlier := measured_kernel(edge.case, backend)) is not None:
+        if earlier is not None:
             say(f"{edge.case}: measured before with `{earlier[:12]}`, whose matrix case has another kernel now: again")
         elapsed = time.perf_counter() - started
         if past_deadline(deadline, elapsed, durations):

@@ -31,6 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from forge.candidates import rows8_fits  # noqa: E402
 from forge.handwritten import VECTOR_BYTES, default_chunk, render  # noqa: E402
 from measurement.harness.cases import parse_case  # noqa: E402
 
@@ -56,7 +57,7 @@ def change_variants(case, march: bool = False) -> list[tuple[str, dict]]:
     marching down (`alternate`)."""
     base = {"nv": 1, "chunk": default_chunk(case, 1)}
     kernels = [("rows16", {"by": 8}), ("short4", {"by": 4})]
-    if case.precision != "f64" and case.stencil.halo <= 8 // case.dtype.itemsize:
+    if rows8_fits(case):
         kernels.append(("rows8", {"by": 8, "vector_bytes": 8}))
     changes = ([("", {}), ("+alternate", {"alternate": True})] if march else
                [("", {}), ("+shuffle", {"shuffle": True}), ("+l2", {"l2_prefetch": True}),

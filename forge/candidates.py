@@ -10,6 +10,13 @@ from .handwritten_planes import candidate as planes_candidate
 from .handwritten_temporal import candidate as pipe_candidate
 
 
+def rows8_fits(case: Case) -> bool:
+    """Whether rows8 exists for the case: its x halo fits one 8-byte vector, and that vector is
+    narrower than rows16's 16 bytes at all (not f64: one double). The campaign, the sweeps and the
+    marching-down variants offer rows8 by this one rule."""
+    return case.precision != "f64" and case.stencil.halo <= 8 // case.dtype.itemsize
+
+
 def matrix_candidates(case: Case) -> list[tuple[str, dict, str, str]]:
     """The candidates submitted for a case, in order: (subject, launch, hypothesis, source).
 
@@ -44,7 +51,7 @@ def matrix_candidates(case: Case) -> list[tuple[str, dict, str, str]]:
     chunk = default_chunk(case, 1)
     source, launch, hypothesis = render(case, chunk=chunk)
     made = [(f"rows16: hand-written plane queue, {launch['tile'][0] // 32} x-points per thread", launch, hypothesis, source)]
-    if case.precision != "f64" and case.stencil.halo <= 8 // case.dtype.itemsize:
+    if rows8_fits(case):
         source, launch, _ = render(case, chunk=chunk, vector_bytes=8)
         hypothesis = (f"{case.id}: one change from rows16: 8-byte vectors ({launch['tile'][0] // 32} x-points per thread), "
                       f"so the {2 * case.stencil.radius + 1}-deep queue and the rows take half the registers and twice "
@@ -75,7 +82,7 @@ def marching_down(case: Case, chunk: int) -> list[tuple[str, dict, str, str]]:
     if case.precision == "f64" or stencil.radius > 1:
         return []
     kernels = [("short4", {"by": 4}), ("rows16", {"by": 8})]
-    if stencil.halo <= 8 // case.dtype.itemsize:
+    if rows8_fits(case):
         kernels.insert(0 if stencil.variable_coefficient else 1, ("rows8", {"by": 8, "vector_bytes": 8}))
     made = []
     for name, parameters in kernels:

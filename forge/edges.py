@@ -123,11 +123,11 @@ def measured_kernel(edge: str, backend: str) -> str | None:
     return events[-1].data["source_hash"] if events else None
 
 
-def edge_up_to_date(edge: str, matrix: str, backend: str) -> bool:
-    """Whether the edge was measured with the kernel the library would lend it now: one measured
-    before its matrix case's kernel was replaced (diamond_ts4 in issue 16) is measured again, since
-    the table leaves such a pair out of its means; one with nothing to lend stays as it is."""
-    measured = measured_kernel(edge, backend)
+def edge_up_to_date(edge: str, matrix: str, backend: str, measured: str | None) -> bool:
+    """Whether the edge was measured (`measured`: measured_kernel's hash, read once by the caller)
+    with the kernel the library would lend it now: one measured before its matrix case's kernel was
+    replaced (diamond_ts4 in issue 16) is measured again, since the table leaves such a pair out of
+    its means; one with nothing to lend stays as it is."""
     if measured is None:
         return False
     try:

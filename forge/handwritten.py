@@ -22,8 +22,8 @@ are written by a person, per case, around one design that kernelgen does not hav
   the candidate is correct on every shape the checks use.
 
 Coefficients stay run-time (the ABI), the shape stays run-time; R, V, L and the class structure
-are compile-time. `render(case, nv, by, chunk, vector_bytes, shuffle, l2_prefetch, alternate)` and `render_temporal(case, by, chunk)` return
-(source, launch, hypothesis); forge/candidates.py lists what a campaign submits.
+are compile-time. `render(case, nv, by, chunk, vector_bytes, shuffle, l2_prefetch, alternate)` and
+`render_temporal(case, by, chunk)` return (source, launch, hypothesis); forge/candidates.py lists what a campaign submits.
 """
 from __future__ import annotations
 
@@ -55,11 +55,11 @@ def render(case: Case, nv: int = 1, by: int = 8, chunk: int | None = None, vecto
     two neighbouring chunks read the planes at their shared boundary at about the same time, both
     starting or both ending there, and the second read hits the L2 (ncu: rows16 read 1.10x the
     compulsory bytes from DRAM at 512^3 and 256^3 f32, 1.03-1.04x on the cases above 90% of copy;
-    the chunks' halo planes are the suspect, not proven). The sweep's other two: the x halo from the neighbouring lanes' registers by
-    warp shuffles, where a whole warp is in range (the lanes at the warp's ends load their halo
-    scalars), instead of the neighbouring 16-byte vectors (5 vector loads a plane for star_1's
-    three rows become 3, box_1's 9 become 3); and the input vectors loaded with the PTX hint
-    `L2::256B`, so an L2 miss fetches 256 bytes from DRAM instead of 32-byte sectors."""
+    the chunks' halo planes are the suspect, not proven). The sweep's other two, refuted and kept
+    so its evidence reproduces: the x halo from the neighbouring lanes' registers by warp shuffles,
+    where a whole warp is in range (the lanes at the warp's ends load their halo scalars), instead
+    of the neighbouring 16-byte vectors; and the input vectors loaded with the PTX hint `L2::256B`,
+    so an L2 miss fetches 256 bytes from DRAM instead of 32-byte sectors."""
     stencil = case.stencil
     if stencil.time_steps != 1:
         raise ValueError(f"{case.type}: the plane-queue design is for one application (T = 1), not {stencil.time_steps}"
