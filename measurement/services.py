@@ -16,7 +16,7 @@ from ledger.decide import DECIDE_TRIES
 from ledger.errors import ConcurrencyError
 from ledger.selectors import stream_version
 from ledger.services import NewEvent, append, append_many
-from measurement.backends.base import Kernel, Variant
+from measurement.backends.base import BaselineUnavailable, Kernel, Variant
 from measurement.harness.cases import Case, parse_case
 from measurement.harness.isolation import SandboxUnavailable, run_isolated
 from measurement.harness.isolation import describe as isolation_description
@@ -111,8 +111,11 @@ def measure(
     with ThreadPoolExecutor(max_workers=max(1, len(own_child)) if together else 1) as pool:
         checks = {v.name: pool.submit(_check, case, backend, v, specs, protocol.check_timeout) for v in own_child if together}
         session = run_isolated(baseline_session, (backend, case.id, specs, schedules, [c.variant for c in composed],
-                                                  leave_out), protocol.check_timeout)
+                                                  leave_out, selectors.tuned_libraries(backend, case.id)),
+                               protocol.check_timeout)
         if not session.ok:
+            if session.kind == "exception" and session.value[0] == BaselineUnavailable.__name__:
+                raise MeasurementError(session.value[1])
             raise MeasurementError(f"the {backend} backend is not usable here: {session.error}")
         for variant in own_child:  # on the CPU: after the baselines, one after the other
             checks.setdefault(variant.name, pool.submit(_check, case, backend, variant, specs, protocol.check_timeout))

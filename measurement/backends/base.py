@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from importlib import metadata
+from importlib import metadata, util
 from typing import Any, Protocol
 
 import numpy as np
@@ -41,6 +41,16 @@ MAX_SOURCE_BYTES = 256 * 1024
 # library baselines' scratch. About 3-4x on both; refusing above 4x keeps a case that cannot
 # fit from allocating anything.
 HARNESS_COPIES = 4
+
+
+class BaselineUnavailable(Exception):
+    """A library baseline the bound needs cannot run on this machine: a fact about the machine,
+    not the library's correctness, so no verdict may be given without it."""
+
+
+def not_installed(module: str | None) -> str | None:
+    """Why a baseline that needs `module` cannot run here, or None (also where it needs none)."""
+    return f"{module} is not installed" if module and util.find_spec(module) is None else None
 
 
 # Before every run the output is filled with this quiet NaN (by bit pattern, per element size);
@@ -183,6 +193,12 @@ class Backend(Protocol):
 
     def baseline_names(self, case: Case) -> list[str]:
         """Library baselines available for this case on this machine."""
+
+    def library_unavailable(self, case: Case, library: str) -> str | None:
+        """Why the library baseline `library` cannot run for `case` on this machine (not
+        installed, not built for the case, not unpacked), or None where it can. The gate refuses
+        to measure rather than let such a baseline drop out of the bound without a word
+        (session_info.refuse_missing_libraries)."""
 
     def prepare(self, case: Case, variant: Variant) -> Prepared:
         """Compile a kernel (raising CompileError) or set up a baseline."""

@@ -28,7 +28,6 @@ Nothing here imports Django: this module runs inside harness child processes.
 """
 from __future__ import annotations
 
-import importlib.util
 import os
 import platform
 import resource
@@ -43,7 +42,7 @@ import numpy as np
 from measurement.harness import codegen
 from measurement.harness.cases import Case
 
-from .base import Kernel, Variant
+from .base import Kernel, Variant, not_installed
 from .composed import compose
 from .cpu_compile import CFLAGS, COMPILER, Harness, all_cores, compile_shared, compiler_version, load_library, set_threads
 from .cpu_memory import PAGE, CpuBuffers, GuardedArray, nan_pair, step_buffers
@@ -56,6 +55,7 @@ __all__ = [
     "compiler_version", "create", "load_library", "set_threads",
 ]
 
+LIBRARY_MODULES = {"pystencils": "pystencils", "halide": "halide", "devito": "devito"}  # baseline: the module it needs
 BASELINES_ENV = "FORGESTENCIL_CPU_BASELINES"  # comma-separated library baselines to keep (may be empty), e.g. for tests
 FALLBACK_LLC_BYTES = 64 * 1024 * 1024
 F16_SCALAR = "straightforward_f16_scalar"  # historical: the scalar f16 kernel the F16C one replaced
@@ -210,16 +210,14 @@ class CpuBackend:
 
     def baseline_names(self, case: Case) -> list[str]:
         names = ["straightforward", "scipy.ndimage", *historical_baselines(case)]
-        if importlib.util.find_spec("pystencils") is not None:
-            names.append("pystencils")
-        if importlib.util.find_spec("halide") is not None:
-            names.append("halide")
-        if importlib.util.find_spec("devito") is not None:
-            names.append("devito")
+        names += [library for library in LIBRARY_MODULES if self.library_unavailable(case, library) is None]
         chosen = os.environ.get(BASELINES_ENV)
         if chosen is not None:
             names = names[:1] + [name for name in names[1:] if name in {n.strip() for n in chosen.split(",")}]
         return names
+
+    def library_unavailable(self, case: Case, library: str) -> str | None:
+        return not_installed(LIBRARY_MODULES.get(library))
 
     def baseline_schedules(self, case: Case, library: str) -> tuple[str, dict[str, str]]:
         """(version, {name: text}) of the library's schedule family for the case, default first:
@@ -242,8 +240,8 @@ class CpuBackend:
         if variant.name == "scipy.ndimage":
             return ScipyBaseline(case)
         if variant.name == "pystencils":
-            if importlib.util.find_spec("pystencils") is None:
-                raise ValueError("pystencils is not installed")
+            if reason := not_installed("pystencils"):
+                raise ValueError(reason)
             return PystencilsBaseline(case)
         if variant.library == "halide":  # "halide" or one schedule of a tuning run, "halide[name]"
             from .halide_cpu import HalideBaseline  # libHalide (~150 MB) loads only where the baseline runs

@@ -26,7 +26,6 @@ Nothing here imports Django.
 """
 from __future__ import annotations
 
-import importlib.util
 import os
 import platform
 import time
@@ -38,16 +37,18 @@ import numpy as np
 from measurement.harness import codegen
 from measurement.harness.cases import Case
 
-from .base import Kernel, Variant
+from .base import Kernel, Variant, not_installed
 from .cuda_baselines import CupyxBaseline, PystencilsBaseline, TorchConvBaseline, device_coefficients
 from .cuda_bounds import composed_on_cuda, historical_baselines, historical_kernel
 from .cuda_compile import NVRTC_OPTIONS, checked_launch, compile_module, compiled_kernel
 from .cuda_device import DeviceFacts, compute_processes, cuda_version, cupy, device_facts, query_gpu, version_of
 from .cuda_memory import PAD_ROWS, CudaBuffers, OutOfBoundsWrite, pad_elements
 from .halide_cuda import HalideCudaBaseline, compiled_cases, schedule_family
+from .halide_cuda import unavailable as halide_unavailable
 
 __all__ = ["BASELINES_ENV", "CudaBackend", "CudaBuffers", "OutOfBoundsWrite", "create"]
 
+LIBRARY_MODULES = {"pystencils": "pystencils", "torch.conv": "torch"}  # baseline: the module it needs
 BASELINES_ENV = "FORGESTENCIL_CUDA_BASELINES"
 COPY_LAUNCHES = 20
 MEMORY_MARGIN = 0.9  # of the free device memory: the rest for CuPy's pool rounding, cuDNN workspaces
@@ -252,17 +253,19 @@ class CudaBackend:
 
     def baseline_names(self, case: Case) -> list[str]:
         names = ["straightforward", "cupyx.ndimage", *historical_baselines(case)]
-        if importlib.util.find_spec("pystencils") is not None:
-            names.append("pystencils")
-        if importlib.util.find_spec("torch") is not None:
-            names.append("torch.conv")
-        if case.id in compiled_cases():
+        names += [library for library in LIBRARY_MODULES if self.library_unavailable(case, library) is None]
+        if case.id in compiled_cases():  # offered even where not unpacked: the gate then refuses, saying why
             names.append("halide")
         chosen = os.environ.get(BASELINES_ENV)
         if chosen is not None:
             wanted = {name.strip() for name in chosen.split(",") if name.strip()}
             names = ["straightforward"] + [name for name in names[1:] if name in wanted]
         return names
+
+    def library_unavailable(self, case: Case, library: str) -> str | None:
+        if library == "halide":
+            return halide_unavailable(case.id)
+        return not_installed(LIBRARY_MODULES.get(library))
 
     def baseline_schedules(self, case: Case, library: str) -> tuple[str, dict[str, str]]:
         """(version, {name: text}) of the library's schedules for the case, default first: the
@@ -282,12 +285,12 @@ class CudaBackend:
         if variant.name == "cupyx.ndimage":
             return CupyxBaseline(case)
         if variant.name == "pystencils":
-            if importlib.util.find_spec("pystencils") is None:
-                raise ValueError("pystencils is not installed")
+            if reason := not_installed("pystencils"):
+                raise ValueError(reason)
             return PystencilsBaseline(case)
         if variant.name == "torch.conv":
-            if importlib.util.find_spec("torch") is None:
-                raise ValueError("torch is not installed")
+            if reason := not_installed("torch"):
+                raise ValueError(reason)
             return TorchConvBaseline(case)
         if variant.library == "halide":  # "halide" or one schedule of a tuning run, "halide[name]"
             return HalideCudaBaseline(case, variant.schedule)

@@ -129,9 +129,10 @@ class HalideCudaBaseline:
 
     def __init__(self, case: Case, schedule: str | None, folder: Path | None = None):
         folder = folder or aot_dir()
+        reason = unavailable(case.id, folder)
+        if reason is not None:
+            raise ValueError(reason)
         index = read_index(folder)
-        if index is None:
-            raise ValueError(f"no Halide AOT folder at {folder}: run scripts/halide_aot.py and carry it")
         entry = entry_for(index, case.id, schedule)
         self.case = case
         self.precision = case.precision  # halide_algorithm: f16 storage with f32 accumulation, as straightforward
@@ -145,8 +146,6 @@ class HalideCudaBaseline:
             "computes_in": "f64" if case.precision == "f64" else "f32",
         }
         self._path = folder / entry["file"]
-        if not self._path.exists():
-            raise ValueError(f"{self._path} is not unpacked: run python3 scripts/halide_aot.py --unpack")
         self._lib = _library(self._path)
         self._function = getattr(self._lib, entry["function"] + "_argv")
         self._function.argtypes = [ctypes.c_void_p]
@@ -186,3 +185,21 @@ def compiled_cases(folder: Path | None = None) -> set[str]:
     """The case ids an AOT folder has entries for (compiled or with a recorded error)."""
     index = read_index(folder)
     return set() if index is None else {entry["case"] for entry in index["entries"]}
+
+
+def unavailable(case_id: str, folder: Path | None = None) -> str | None:
+    """Why this machine cannot run the case's Halide pipelines (no AOT folder, none built for the
+    case, an object not unpacked), or None where it can. A schedule recorded as not compiled is
+    not missing: it is the library failing, which preparing it reports (entry_for)."""
+    folder = folder or aot_dir()
+    index = read_index(folder)
+    if index is None:
+        return f"no Halide AOT folder at {folder}: run scripts/halide_aot.py and carry it"
+    entries = case_entries(index, case_id)
+    if not entries:
+        return (f"no Halide AOT pipeline for {case_id}: run scripts/halide_aot.py with a matrix that holds it "
+                f"and carry {folder}")
+    packed = [folder / entry["file"] for entry in entries if "file" in entry and not (folder / entry["file"]).exists()]
+    if packed:
+        return f"{packed[0]} is not unpacked: run python3 scripts/halide_aot.py --unpack"
+    return None

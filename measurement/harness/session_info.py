@@ -11,7 +11,7 @@ import time
 from typing import Any
 
 from measurement.backends import get_backend
-from measurement.backends.base import Kernel, Variant, ensure_fits, scheduled
+from measurement.backends.base import BaselineUnavailable, Kernel, Variant, ensure_fits, scheduled
 from measurement.contenders import same_identity
 
 from .cases import Case, parse_case
@@ -20,6 +20,7 @@ from .protocol import CheckRun, CheckSpec, prepare_variant, run_checks
 
 def baseline_session(backend_name: str, case_id: str, specs: list[CheckSpec], schedules: dict[str, str] | None = None,
                      extra: list[Variant] | None = None, leave_out: dict[str, dict] | None = None,
+                     expected: list[str] | None = None,
                      ) -> tuple[dict[str, Any], Kernel, dict[str, list[CheckRun] | str]]:
     """(description with each baseline's precision and identity, the straightforward kernel,
     {baseline name: its check runs, or the error that stopped it}). `schedules` names the tuned
@@ -27,14 +28,17 @@ def baseline_session(backend_name: str, case_id: str, specs: list[CheckSpec], sc
     a baseline not named runs its default. `extra` are baselines the parent made (the composed
     bounds of measurement.composed), checked here like the backend's own. `leave_out` ({name:
     identity}, measurement.contenders) names baselines out of contention: each is left out, and
-    listed in the description's `left_out`, only if the identity installed here is that one."""
+    listed in the description's `left_out`, only if the identity installed here is that one.
+    `expected`: the libraries the ledger tuned for the case (selectors.tuned_libraries), which
+    must be here (refuse_missing_libraries)."""
     backend = get_backend(backend_name)
     case = parse_case(case_id)
+    names = backend.baseline_names(case)
+    refuse_missing_libraries(backend, backend_name, case, names, expected or [])
     ensure_fits(backend, case)  # the first child of a measurement: refuse a case too large for the backend here
     straightforward = backend.straightforward(case)
     variants = [Variant("straightforward", straightforward, "baseline")]
-    offered = [Variant(name, schedule=(schedules or {}).get(name)) for name in backend.baseline_names(case)
-               if name != "straightforward"]
+    offered = [Variant(name, schedule=(schedules or {}).get(name)) for name in names if name != "straightforward"]
     left_out = [v.name for v in offered if v.name in (leave_out or {}) and _installed_is(backend, case, v, leave_out[v.name])]
     variants += [v for v in offered if v.name not in left_out]
     variants += extra or []
@@ -46,6 +50,26 @@ def baseline_session(backend_name: str, case_id: str, specs: list[CheckSpec], sc
                    # preparation (code generation, compilation, library set-up) and checks
                    "baseline_seconds": {**seconds, "session": round(time.perf_counter() - began, 3)}}
     return description, straightforward, runs
+
+
+def refuse_missing_libraries(backend, backend_name: str, case: Case, offered: list[str], expected: list[str]) -> None:
+    """BaselineUnavailable unless every library baseline offered here or tuned for the case can
+    run: one that cannot (not installed, not built for the case, not unpacked) would drop out of
+    the bound without a word, and the verdict would stand over a weaker one (session 28 measured
+    an edge at 3.39x over the straightforward kernel where Halide had not been unpacked; 2.13x
+    over tuned Halide before). A tuned library that a FORGESTENCIL_*_BASELINES selection left out
+    is refused for the same reason."""
+    reasons = {}
+    for library in dict.fromkeys([*offered, *expected]):
+        reason = backend.library_unavailable(case, library)
+        if reason is None and library not in offered:
+            reason = f"not among the baselines offered here ({', '.join(offered)}): a baseline selection left it out"
+        if reason is not None:
+            reasons[library] = reason
+    if reasons:
+        listed = "; ".join(f"{library}: {reason}" for library, reason in reasons.items())
+        raise BaselineUnavailable(f"no verdict on {case.id} ({backend_name}) without its library baselines ({listed}); "
+                                  f"a verdict without them would stand over a weaker bound")
 
 
 def _installed_is(backend, case: Case, variant: Variant, identity: dict[str, Any]) -> bool:
@@ -66,6 +90,9 @@ def schedule_session(backend_name: str, case_id: str, library: str,
     run (measurement.tuning), which checks every schedule of the family where the baseline runs."""
     backend = get_backend(backend_name)
     case = parse_case(case_id)
+    reason = backend.library_unavailable(case, library)
+    if reason is not None:  # not a family whose every schedule failed: a tuning run here would record that
+        raise BaselineUnavailable(f"{library} cannot be tuned on {case.id} here: {reason}")
     ensure_fits(backend, case)
     family = getattr(backend, "baseline_schedules", None)
     if family is None:

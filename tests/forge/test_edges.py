@@ -178,3 +178,18 @@ def test_a_later_call_continues_from_the_export_of_an_earlier_one(ledger, tmp_pa
     defined = [json.loads(line)["payload"]["case"] for line in exports[-1].read_text().splitlines()
                if '"type":"CaseDefined"' in line]
     assert defined.count(SLAB) == 2  # the second call's own, and the first call's imported with its origin
+
+
+@pytest.mark.one_database
+def test_an_edge_whose_library_could_not_be_tuned_is_not_measured(ledger, speed_rule_lifted, admit):
+    """--tune names the library bound the edge is to be measured over; a tuning that fails (here:
+    devito has no schedule family) leaves the edge failed, not measured over a weaker bound (as
+    session 28's box_1 edge was, over the straightforward kernel, when Halide was not unpacked)."""
+    admit()
+    events = Event.objects.count()
+    said: list[str] = []
+    counts = forge_edges.measure_edges(read_edges("cpu_edges"), "cpu", tune="devito", only={SLAB}, protocol=QUICK,
+                                       say=said.append)
+    assert counts == {"measured": 0, "no_kernel": 0, "failed": 1, "skipped": 0}, said
+    assert said[-1].startswith(f"{SLAB}: FAILED: devito not tuned, so not measured: no devito schedules for {SLAB} on cpu")
+    assert Event.objects.count() == events and not edge_measured(SLAB, "cpu")

@@ -13,10 +13,11 @@ import pytest
 pytest.importorskip("halide")
 
 from measurement.backends import get_backend, halide_algorithm  # noqa: E402
-from measurement.backends.base import scheduled  # noqa: E402
+from measurement.backends.base import BaselineUnavailable, scheduled  # noqa: E402
 from measurement.backends.halide_aot import AOT_ENV, INDEX_NAME, build_case, entry_for, read_index, unpack, write_index  # noqa: E402
-from measurement.backends.halide_cuda import HalideCudaBaseline, compiled_cases  # noqa: E402
+from measurement.backends.halide_cuda import HalideCudaBaseline, compiled_cases, unavailable  # noqa: E402
 from measurement.harness.cases import parse_case  # noqa: E402
+from measurement.harness.session_info import baseline_session, schedule_session  # noqa: E402
 
 STAR = "star_1/512x512x512/f32"
 F16 = "star_1/512x512x512/f16"
@@ -93,10 +94,44 @@ def test_the_cuda_backend_offers_the_folders_schedules_of_a_case_to_tune_with_fa
     assert version == halide_algorithm.VERSION and list(family) == [*built, "gpu_broken"]
     assert next(iter(family)) == halide_algorithm.default_schedule(case, "cuda")
     assert {name: family[name] for name in built} == {e["schedule"]: e["schedule_text"] for e in entries[:-1]}
-    # what the tuning run's check child records for it, without touching a GPU
+    # what the tuning run's check child records for it, without touching a GPU (unpacked, as there)
+    unpack(tmp_path)
     with pytest.raises(ValueError, match="could not compile star_1/16x16x16/f32 with schedule 'gpu_broken'.*too many"):
         backend.prepare(case, scheduled("halide", "gpu_broken"))
     with pytest.raises(ValueError, match="no Halide AOT pipeline for star_1/32x32x32/f32: run scripts/halide_aot.py"):
         backend.baseline_schedules(parse_case("star_1/32x32x32/f32"), "halide")
     with pytest.raises(ValueError, match="the CUDA backend has no schedule family for 'cupyx.ndimage'"):
         backend.baseline_schedules(case, "cupyx.ndimage")
+
+
+def test_what_keeps_a_cases_halide_from_running_here_is_named(folder, tmp_path, monkeypatch):
+    """Halide cannot run for a case without a folder, without the case's pipelines, or with an
+    object not unpacked (session 28's call 6); a schedule that did not compile is the library
+    failing, which preparing it reports, not Halide missing."""
+    assert unavailable(STAR, tmp_path / "none").startswith(f"no Halide AOT folder at {tmp_path / 'none'}")
+    assert unavailable("box_1/512x512x512/f32", folder).startswith("no Halide AOT pipeline for box_1/512x512x512/f32")
+    assert unavailable(STAR, folder) == f"{folder / 'ab.so'} is not unpacked: run python3 scripts/halide_aot.py --unpack"
+    assert unavailable(F16, folder) is None
+    with pytest.raises(ValueError, match="ab.so is not unpacked"):
+        HalideCudaBaseline(parse_case(STAR), "gpu_64x4x1", folder)
+    (folder / "ab.so").write_bytes(b"")
+    assert unavailable(STAR, folder) is None
+    monkeypatch.setenv(AOT_ENV, str(folder))
+    assert get_backend("cuda").library_unavailable(parse_case("box_1/512x512x512/f32"), "halide").startswith("no Halide")
+
+
+def test_the_gates_children_refuse_to_measure_or_tune_without_a_library_the_bound_needs(folder, monkeypatch):
+    """No GPU: the refusal comes before anything touches one. Offered (the case is in the index)
+    but not unpacked; tuned before (the ledger expects it) but not built for the case; and the
+    tuning child, which would otherwise record every schedule as failed."""
+    monkeypatch.setenv(AOT_ENV, str(folder))
+    monkeypatch.setenv("FORGESTENCIL_CUDA_BASELINES", "halide")
+    with pytest.raises(BaselineUnavailable, match=r"no verdict on star_1/512x512x512/f32 \(cuda\) without its library "
+                                                  r"baselines \(halide: .*ab.so is not unpacked"):
+        baseline_session("cuda", STAR, [])
+    box = "box_1/512x512x512/f32"
+    assert "halide" not in get_backend("cuda").baseline_names(parse_case(box))
+    with pytest.raises(BaselineUnavailable, match=r"\(halide: no Halide AOT pipeline for box_1/512x512x512/f32"):
+        baseline_session("cuda", box, [], expected=["halide"])
+    with pytest.raises(BaselineUnavailable, match="halide cannot be tuned on star_1/512x512x512/f32 here: .*not unpacked"):
+        schedule_session("cuda", STAR, "halide", [])

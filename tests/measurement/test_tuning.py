@@ -8,6 +8,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
+from ledger.models import Event
 from ledger.selectors import stream_events
 from measurement import tuning
 from measurement.backends import cpu
@@ -19,7 +20,7 @@ from measurement.harness.isolation import run_isolated
 from measurement.harness.plan import ProtocolSettings
 from measurement.harness.protocol import TimingSpec, time_variants
 from measurement.selectors import tuned_schedules
-from measurement.services import gate_candidate
+from measurement.services import MeasurementError, gate_candidate
 from measurement.tuning import tune_baseline
 
 # No cache flush: flushing this machine's last-level cache takes 0.27 s, most of a quick timing
@@ -52,6 +53,14 @@ def test_tuning_records_every_schedule_and_the_gate_then_holds_candidates_to_it(
     assert data["chosen_text"].startswith("out.") or "hl.Var" in data["chosen_text"]
     assert [e.type for e in stream_events(tuning_stream("cpu", CASE))] == ["BaselineTuned"]
     assert tuned_schedules("cpu", CASE) == {"halide": data["chosen"]}
+
+    # Halide is now part of the case's bound: a gate without it is refused, and records nothing.
+    monkeypatch.setenv(cpu.BASELINES_ENV, "")
+    before = Event.objects.count()
+    with pytest.raises(MeasurementError, match=r"no verdict on box_2/48x48x48/f32 \(cpu\) without its library baselines "
+                                               r"\(halide: not among the baselines offered here \(straightforward\)"):
+        gate_candidate(CASE, "cpu", Kernel(SLOW, {"threads": 1}), "agent:test", protocol=QUICK)
+    assert Event.objects.count() == before
 
     monkeypatch.setenv(cpu.BASELINES_ENV, "halide")  # the other libraries are not what this test is about
     outcome = gate_candidate(CASE, "cpu", Kernel(SLOW, {"threads": 1}), "agent:test", protocol=QUICK)
