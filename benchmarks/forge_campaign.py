@@ -82,7 +82,8 @@ def run(options) -> int:
                 scratch_ledger.export(out)
                 return 0
             state = CaseCampaign.objects.get(key=campaign_key(campaign, case))
-            name, proposer = scheduled(case, state.rounds + 1, levers, options.handwritten, options.handwritten_from)
+            name, proposer = scheduled(case, state.rounds + 1, levers, options.handwritten, options.handwritten_from,
+                                       options.subjects.split(",") if options.subjects else None)
             round_id = start_round(campaign, case, name, ACTOR)
             if round_id is None:
                 continue
@@ -96,11 +97,12 @@ def run(options) -> int:
     return 0
 
 
-def scheduled(case_id: str, number: int, levers, handwritten: bool, first: int = 2):
+def scheduled(case_id: str, number: int, levers, handwritten: bool, first: int = 2, subjects: list[str] | None = None):
     """(proposer name, proposer) of a case's round `number`: the levers, except that with
     --handwritten, from round `first` on, the case's hand-written candidates (forge.handwritten)
     that this ledger has not seen proposed yet are submitted as `forge submit` does, in order,
-    while any are left."""
+    while any are left; with `subjects` (--subjects), only the candidates of those names
+    ("short4+alternate": a subject's text before its colon), where a sweep pointed at them."""
     if handwritten and number >= first:
         from forge.candidates import matrix_candidates
         from forge.proposers.external import ExternalProposer
@@ -110,6 +112,8 @@ def scheduled(case_id: str, number: int, levers, handwritten: bool, first: int =
 
         seen = proposed_source_hashes(case_id)
         for subject, launch, hypothesis, source in matrix_candidates(parse_case(case_id)):
+            if subjects is not None and subject.split(":")[0] not in subjects:
+                continue
             if source_hash(source) not in seen:
                 return "external", ExternalProposer(source=source, hypothesis=hypothesis, launch=launch, subject=subject,
                                                     lever_tags=("handwritten",))
@@ -251,6 +255,9 @@ def main() -> int:
     parser.add_argument("--handwritten-from", type=int, default=2, metavar="N",
                         help="the first round of each case that submits hand-written candidates (default 2: round 1 "
                              "is the levers'); 1 in a new campaign over a ledger that already holds rounds")
+    parser.add_argument("--subjects", metavar="NAMES",
+                        help="comma-separated: submit only the hand-written candidates of these names (forge/candidates.py, "
+                             "e.g. short4+alternate), in their order, where a sweep measured them ahead of the standing kernel")
     parser.add_argument("--import", dest="import_ledger", metavar="FILE",
                         help="import this export first, then start a new campaign in the same ledger (--cases, --rounds); "
                              "its admitted results stay the prior bests every round must not regress")
@@ -263,6 +270,8 @@ def main() -> int:
         return 0
     if not options.out:
         parser.error("--out is required to run a campaign")
+    if options.subjects and not options.handwritten:
+        parser.error("--subjects names hand-written candidates: use it with --handwritten")
     if options.handwritten and options.backend != "cuda":
         parser.error("--handwritten candidates are CUDA kernels: use --backend cuda")
     options.matrix = options.matrix or ("gpu" if options.backend == "cuda" else "cpu")

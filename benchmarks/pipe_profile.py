@@ -3,7 +3,9 @@
 to profile the second launch: which on-chip limit each change of session 27 moved (docs/forge.md).
 The timing of the variants is temporal_sweep.py's; this only gives ncu a process per variant.
 `--design rows16 [--by 4]` launches the single-step plane queue (forge/handwritten.py) instead: where
-DRAM bytes go on the memory-bound cases (session 28, scripts/rows16_ncu.sh).
+DRAM bytes go on the memory-bound cases (session 28, scripts/rows16_ncu.sh); `rows8` the same with
+8-byte vectors and `straightforward` the harness's own kernel, the bound of the f16 cases
+(session 29, scripts/f16_ncu.sh: what the fair f16 kernel does that the plane queue does not).
 
 On the device machine (docs/gpu.md):
 
@@ -29,7 +31,7 @@ def main() -> int:
     parser.add_argument("--case", required=True)
     parser.add_argument("--shuffle", action="store_true")
     parser.add_argument("--skip", action="store_true")
-    parser.add_argument("--design", choices=["pipe", "rows16"], default="pipe")
+    parser.add_argument("--design", choices=["pipe", "rows16", "rows8", "straightforward"], default="pipe")
     parser.add_argument("--by", type=int, default=8, help="rows16: rows a block (4: short4)")
     options = parser.parse_args()
     from measurement.backends import get_backend
@@ -37,14 +39,17 @@ def main() -> int:
     from measurement.harness.oracle import make_inputs
 
     case = parse_case(options.case)
-    if options.design == "rows16":
-        source, launch, _ = render(case, by=options.by)
-        label = f"rows16 by={options.by}"
+    backend = get_backend("cuda")
+    if options.design == "straightforward":
+        kernel = backend.straightforward(case)
+        source, launch, label = kernel.source, kernel.launch, "straightforward"
+    elif options.design in ("rows16", "rows8"):
+        source, launch, _ = render(case, by=options.by, vector_bytes=16 if options.design == "rows16" else 8)
+        label = f"{options.design} by={options.by}"
     else:
         width, height, chunk = default_parameters(case)
         source, launch, _ = render_pipe(case, width, height, chunk, shuffle=options.shuffle, skip=options.skip)
         label = f"pipe {width}x{height} L{chunk} shuffle={options.shuffle} skip={options.skip}"
-    backend = get_backend("cuda")
     prepared = backend.prepare(case, Variant("pipe", Kernel(source, launch), "candidate"))
     buffers = backend.allocate(case, make_inputs(case, 1))
     coefficients = backend.coefficients(case.coefficients())

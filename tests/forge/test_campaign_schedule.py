@@ -21,8 +21,8 @@ def campaign_ledger(ledger):
     import_ledger(ROOT / "fixtures" / "ledgers" / "h200_campaign.jsonl", "user:test")
 
 
-def subject(case: str, number: int, first: int = 2) -> str:
-    name, proposer = forge_campaign.scheduled(case, number, LEVERS, True, first)
+def subject(case: str, number: int, first: int = 2, subjects: list[str] | None = None) -> str:
+    name, proposer = forge_campaign.scheduled(case, number, LEVERS, True, first, subjects)
     return "levers" if proposer is LEVERS else (name, proposer.subject.split(":")[0])
 
 
@@ -44,6 +44,17 @@ def test_untried_hand_written_candidates_come_first_then_the_levers(campaign_led
     assert subject("star_1/512x512x512/f64", 1, first=1) == ("external", "short4")
     # diamond_ts8: octa, pipe and pipe with shuffles (session 27, h200_campaign_pipe2_s27.log) gated
     assert subject("diamond_ts8/512x512x512/f32", 1, first=1) == "levers"
+
+
+def test_subjects_narrow_the_hand_written_candidates_to_those_a_sweep_pointed_at(campaign_ledger):
+    """star2d_1/8192^2 f32: short4 is next in order, which the march sweep measured level with the
+    standing kernel (handwritten_march_h200_s28.json); --subjects skips to the named ones, in order.
+    short4+alternate was gated in session 29 (h200_campaign_s29.log): named alone, the levers go on."""
+    assert subject("star2d_1/8192x8192/f32", 1, first=1) == ("external", "short4")
+    marching = ["rows8+alternate", "rows16+alternate"]
+    assert subject("star2d_1/8192x8192/f32", 1, first=1, subjects=marching) == ("external", "rows8+alternate")
+    assert subject("star2d_1/8192x8192/f32", 1, first=1, subjects=marching[1:]) == ("external", "rows16+alternate")
+    assert subject("star2d_1/8192x8192/f32", 1, first=1, subjects=["short4+alternate"]) == "levers"
 
 
 def test_the_levers_go_on_when_every_hand_written_candidate_was_gated(campaign_ledger, monkeypatch):
