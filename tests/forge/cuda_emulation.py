@@ -14,9 +14,12 @@ undefined); rows16's `shuffle` also votes with a full-warp ballot before any lan
 is spent on it."""
 from __future__ import annotations
 
+import atexit
 import ctypes
+import functools
 import hashlib
 import re
+import shutil
 import subprocess
 import tempfile
 from pathlib import Path
@@ -169,11 +172,16 @@ extern "C" void emulate(int gx, int gy, int gz, int bx, int by, int bz, const vo
 """
 
 
-def build(source: str, folder: Path) -> ctypes.CDLL:
-    include = folder / "include"
-    include.mkdir(exist_ok=True)
-    (include / "cuda_fp16.h").write_text("/* the prelude defines __half */\n")
-    name = hashlib.sha256(source.encode()).hexdigest()[:16]
+_built: dict[str, ctypes.CDLL] = {}
+
+
+def build(source: str) -> ctypes.CDLL:
+    """The source compiled once a test process (each kernel runs on both paths and the same source
+    renders for several cases: compiling was most of these tests' time), in a folder removed at exit."""
+    name = hashlib.sha256(source.encode()).hexdigest()
+    if name in _built:
+        return _built[name]
+    folder = _folder()
     cpp, library = folder / f"{name}.cpp", folder / f"{name}.so"
     if threaded(source):
         body = DYNAMIC_SHARED.sub(r"\1* \2 = reinterpret_cast<\1*>(dynamic_shared);", source)
@@ -181,9 +189,19 @@ def build(source: str, folder: Path) -> ctypes.CDLL:
     else:
         passes = 2 if "__syncthreads" in source else 1
         cpp.write_text(PRELUDE + source + f"#define PASSES {passes}\n" + DRIVER)
-    subprocess.run(["g++", "-O1", "-std=c++20", "-pthread", "-shared", "-fPIC", "-Wno-unknown-pragmas", f"-I{include}",
-                    str(cpp), "-o", str(library)], check=True, capture_output=True, text=True)
-    return ctypes.CDLL(str(library))
+    subprocess.run(["g++", "-O1", "-std=c++20", "-pthread", "-shared", "-fPIC", "-Wno-unknown-pragmas",
+                    f"-I{folder / 'include'}", str(cpp), "-o", str(library)], check=True, capture_output=True, text=True)
+    _built[name] = ctypes.CDLL(str(library))
+    return _built[name]
+
+
+@functools.cache
+def _folder() -> Path:
+    folder = Path(tempfile.mkdtemp(prefix="cuda_emulation_"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    (folder / "include").mkdir()
+    (folder / "include" / "cuda_fp16.h").write_text("/* the prelude defines __half */\n")
+    return folder
 
 
 def threaded(source: str) -> bool:
@@ -209,12 +227,10 @@ def emulate(case: Case, source: str, launch: dict, inputs: dict[str, np.ndarray]
     grid, block, _ = cuda_launch_geometry(case, launch)
     nz, ny, nx = (1, *case.shape) if len(case.shape) == 2 else case.shape
     coef = np.ascontiguousarray(coefficients, dtype=np.float64)
-    with tempfile.TemporaryDirectory() as folder:
-        library = build(source, Path(folder))
-        pointer = lambda name: arrays[name][1].ctypes.data_as(ctypes.c_void_p) if name in arrays else None  # noqa: E731
-        library.emulate(*[ctypes.c_int(v) for v in (*grid, *block)], pointer("u"), pointer("a"), pointer("y"),
-                        coef.ctypes.data_as(ctypes.POINTER(ctypes.c_double)), ctypes.c_int(nz), ctypes.c_int(ny),
-                        ctypes.c_int(nx), *([ctypes.c_int(launch.get("shared_bytes", 0))] if threaded(source) else []))
+    pointer = lambda name: arrays[name][1].ctypes.data_as(ctypes.c_void_p) if name in arrays else None  # noqa: E731
+    build(source).emulate(*[ctypes.c_int(v) for v in (*grid, *block)], pointer("u"), pointer("a"), pointer("y"),
+                          coef.ctypes.data_as(ctypes.POINTER(ctypes.c_double)), ctypes.c_int(nz), ctypes.c_int(ny),
+                          ctypes.c_int(nx), *([ctypes.c_int(launch.get("shared_bytes", 0))] if threaded(source) else []))
 
     full, view = arrays["y"]
     if not (np.isnan(full[:pad]).all() and np.isnan(full[pad + case.points :]).all()):
