@@ -6,11 +6,13 @@ fill shared memory from the inputs, synchronise, then compute; the driver runs e
 so the second pass finds the shared table complete and rewrites every output correctly (outputs
 are written once per pass by one thread and never read). A kernel with dynamic shared memory
 (`extern __shared__`, barriers inside its loops: the `pipe` pipeline, the `planes` ring) runs each block's threads
-as real threads meeting at a std::barrier, the shared array one buffer per block, and a thread
+as fibers (ucontext; real threads until session 29, which spent most of these tests' time switching
+hundreds of them on two cores) meeting at barriers, the shared array one buffer per block, and a thread
 that returns drops out of the barrier as it would on the GPU; cp.async copies (`planes`) land at
 the wait that covers them, not before; warp shuffles (`pipe`'s `shuffle`) meet at a barrier of
-the warp's threads, so a kernel whose lanes diverge around a shuffle hangs here (on the GPU it is
-undefined); rows16's `shuffle` also votes with a full-warp ballot before any lane returns. CI has no GPU, and a hand-written candidate must be known correct before device time
+the warp's threads, so a kernel whose lanes diverge around a shuffle deadlocks here (on the GPU it is
+undefined), which the emulation reports as a failure; rows16's `shuffle` also votes with a
+full-warp ballot before any lane returns. CI has no GPU, and a hand-written candidate must be known correct before device time
 is spent on it."""
 from __future__ import annotations
 
@@ -61,15 +63,51 @@ inline float __high2float(__half2 h) { return (float)h.y; }
 
 # The threaded mode's differences: one threadIdx per thread, the barrier, and what the pipeline uses.
 THREADED = r"""
-#include <barrier>
 #include <cmath>
+#include <cstdio>
 #include <memory>
-#include <thread>
+#include <ucontext.h>
 #include <vector>
 #define __launch_bounds__(...)
-static thread_local dim3 threadIdx_of_thread;
-#define threadIdx threadIdx_of_thread
-static std::barrier<>* block_barrier;
+/* Each GPU thread of a block is a fiber (ucontext): it runs until it waits at a barrier, then the
+   next one runs; a barrier's phase ends when its last thread arrives. The same interleavings a
+   barrier allows, at the cost of a function call per switch: real threads spent most of these
+   tests' time in the kernel, scheduling hundreds of them on two cores at every barrier. */
+static long progress;  /* arrivals, drops and ends: a scheduler round without any is a deadlock */
+static void fiber_yield();
+struct FiberBarrier {
+    int expected, arrived = 0;
+    long generation = 0;
+    explicit FiberBarrier(int n) : expected(n) {}
+    void arrive_and_wait()
+    {
+        const long phase = generation;
+        ++progress;
+        if (++arrived >= expected) { arrived = 0; ++generation; return; }
+        while (generation == phase) fiber_yield();
+    }
+    void arrive_and_drop()  /* as std::barrier's: one fewer expected from this phase on */
+    {
+        ++progress;
+        if (--expected <= arrived && arrived > 0) { arrived = 0; ++generation; }
+    }
+};
+struct PendingCopy { void* dst; const void* src; std::size_t bytes; int group; };
+struct Fiber {
+    ucontext_t context;
+    dim3 thread;
+    int lane = 0;
+    FiberBarrier* warp = nullptr;
+    double* slots = nullptr;
+    std::vector<PendingCopy> pending;
+    int committed = 0;
+    bool done = false;
+};
+static Fiber* fiber;  /* the one running */
+static ucontext_t scheduler;
+static void fiber_yield() { swapcontext(&fiber->context, &scheduler); }
+#define threadIdx (fiber->thread)
+static FiberBarrier* block_barrier;
 static char* dynamic_shared;
 #undef __syncthreads
 #define __syncthreads() block_barrier->arrive_and_wait()
@@ -77,9 +115,9 @@ template <class T> inline T __ldg(const T* p) { return *p; }
 /* Warp shuffles: a warp is 32 consecutive threads of the block (x fastest); every lane writes its
    value to the warp's slots, the warp meets, each reads its source lane (its own past the edge of
    its `width`-lane segment, as on the GPU), and the warp meets again before the slots are reused. */
-static thread_local std::barrier<>* warp_barrier;
-static thread_local double* warp_slots;  /* a float or a double, each exact in a double */
-static thread_local int lane_of_thread;
+#define warp_barrier (fiber->warp)
+#define warp_slots (fiber->slots)  /* a float or a double, each exact in a double */
+#define lane_of_thread (fiber->lane)
 template <class T> inline T warp_exchange(T v, int source, int width)
 {
     const int first = lane_of_thread / width * width;
@@ -108,9 +146,8 @@ inline float4 make_float4(float x, float y, float z, float w) { return float4{x,
    waiting for it, or refills one another thread may still read, reads stale values here too. */
 #define EMULATED_CP_ASYNC
 #include <cstring>
-struct PendingCopy { void* dst; const void* src; std::size_t bytes; int group; };
-static thread_local std::vector<PendingCopy> pending_copies;
-static thread_local int committed_groups = 0;
+#define pending_copies (fiber->pending)
+#define committed_groups (fiber->committed)
 template <class T> inline void copy_async(T* dst, const T* src) { pending_copies.push_back({dst, src, sizeof(T), committed_groups}); }
 inline void commit_async() { ++committed_groups; }
 template <int N> inline void wait_async()
@@ -125,34 +162,61 @@ template <int N> inline void wait_async()
 DYNAMIC_SHARED = re.compile(r"extern __shared__ (\w+) (\w+)\[\];")
 
 THREADED_DRIVER = r"""
-extern "C" void emulate(int gx, int gy, int gz, int bx, int by, int bz, const void* u, const void* a, void* y,
-                        const double* coef, int nz, int ny, int nx, int shared_bytes)
+static const void* kernel_u; static const void* kernel_a; static void* kernel_y; static const double* kernel_coef;
+static int kernel_nz, kernel_ny, kernel_nx;
+static void fiber_main()
 {
+    stencil((const elem_t*)kernel_u, (const elem_t*)kernel_a, (elem_t*)kernel_y, kernel_coef, kernel_nz, kernel_ny, kernel_nx);
+    block_barrier->arrive_and_drop();
+    fiber->warp->arrive_and_drop();
+    fiber->done = true;
+}  /* returns to the scheduler (uc_link) */
+extern "C" int emulate(int gx, int gy, int gz, int bx, int by, int bz, const void* u, const void* a, void* y,
+                       const double* coef, int nz, int ny, int nx, int shared_bytes)
+{
+    constexpr std::size_t STACK = 256 * 1024;
     blockDim = dim3{(unsigned)bx, (unsigned)by, (unsigned)bz};
+    kernel_u = u; kernel_a = a; kernel_y = y; kernel_coef = coef; kernel_nz = nz; kernel_ny = ny; kernel_nx = nx;
     std::vector<char> shared(shared_bytes > 0 ? shared_bytes : 1);
     dynamic_shared = shared.data();
+    const int count = bx * by * bz, warps = (count + 31) / 32;
+    std::unique_ptr<char[]> stacks(new char[STACK * count]);
     for (int k = 0; k < gz; ++k) for (int j = 0; j < gy; ++j) for (int i = 0; i < gx; ++i) {
         blockIdx = dim3{(unsigned)i, (unsigned)j, (unsigned)k};
-        const int count = bx * by * bz, warps = (count + 31) / 32;
-        std::barrier<> barrier(count);
+        FiberBarrier barrier(count);
         block_barrier = &barrier;
-        std::vector<std::unique_ptr<std::barrier<>>> warp_barriers;
-        for (int w = 0; w < warps; ++w) warp_barriers.emplace_back(new std::barrier<>(std::min(32, count - 32 * w)));
+        std::vector<std::unique_ptr<FiberBarrier>> warp_barriers;
+        for (int w = 0; w < warps; ++w) warp_barriers.emplace_back(new FiberBarrier(std::min(32, count - 32 * w)));
         std::vector<double> slots(32 * warps);
-        std::vector<std::thread> threads;
-        for (int tz = 0; tz < bz; ++tz) for (int ty = 0; ty < by; ++ty) for (int tx = 0; tx < bx; ++tx)
-            threads.emplace_back([=, &barrier, &warp_barriers, &slots] {
-                threadIdx = dim3{(unsigned)tx, (unsigned)ty, (unsigned)tz};
-                const int linear = (tz * by + ty) * bx + tx;
-                lane_of_thread = linear % 32;
-                warp_barrier = warp_barriers[linear / 32].get();
-                warp_slots = slots.data() + linear / 32 * 32;
-                stencil((const elem_t*)u, (const elem_t*)a, (elem_t*)y, coef, nz, ny, nx);
-                barrier.arrive_and_drop();
-                warp_barrier->arrive_and_drop();
-            });
-        for (auto& t : threads) t.join();
+        std::vector<Fiber> fibers(count);
+        for (int tz = 0; tz < bz; ++tz) for (int ty = 0; ty < by; ++ty) for (int tx = 0; tx < bx; ++tx) {
+            const int linear = (tz * by + ty) * bx + tx;
+            Fiber& f = fibers[linear];
+            f.thread = dim3{(unsigned)tx, (unsigned)ty, (unsigned)tz};
+            f.lane = linear % 32;
+            f.warp = warp_barriers[linear / 32].get();
+            f.slots = slots.data() + linear / 32 * 32;
+            getcontext(&f.context);
+            f.context.uc_stack.ss_sp = stacks.get() + STACK * linear;
+            f.context.uc_stack.ss_size = STACK;
+            f.context.uc_link = &scheduler;
+            makecontext(&f.context, fiber_main, 0);
+        }
+        for (int left = count; left > 0;) {
+            const long before = progress;
+            for (Fiber& f : fibers) {
+                if (f.done) continue;
+                fiber = &f;
+                swapcontext(&scheduler, &f.context);
+                if (f.done) { --left; ++progress; }
+            }
+            if (left > 0 && progress == before) {  /* every thread left waits at a barrier no other will reach */
+                std::fprintf(stderr, "emulation: deadlock in block (%d, %d, %d): %d threads wait at barriers\n", i, j, k, left);
+                return 1;
+            }
+        }
     }
+    return 0;
 }
 """
 
@@ -228,9 +292,11 @@ def emulate(case: Case, source: str, launch: dict, inputs: dict[str, np.ndarray]
     nz, ny, nx = (1, *case.shape) if len(case.shape) == 2 else case.shape
     coef = np.ascontiguousarray(coefficients, dtype=np.float64)
     pointer = lambda name: arrays[name][1].ctypes.data_as(ctypes.c_void_p) if name in arrays else None  # noqa: E731
-    build(source).emulate(*[ctypes.c_int(v) for v in (*grid, *block)], pointer("u"), pointer("a"), pointer("y"),
-                          coef.ctypes.data_as(ctypes.POINTER(ctypes.c_double)), ctypes.c_int(nz), ctypes.c_int(ny),
-                          ctypes.c_int(nx), *([ctypes.c_int(launch.get("shared_bytes", 0))] if threaded(source) else []))
+    status = build(source).emulate(*[ctypes.c_int(v) for v in (*grid, *block)], pointer("u"), pointer("a"), pointer("y"),
+                                   coef.ctypes.data_as(ctypes.POINTER(ctypes.c_double)), ctypes.c_int(nz), ctypes.c_int(ny),
+                                   ctypes.c_int(nx), *([ctypes.c_int(launch.get("shared_bytes", 0))] if threaded(source) else []))
+    if threaded(source) and status != 0:
+        raise AssertionError("the kernel's threads deadlocked at a barrier (the emulation says where)")
 
     full, view = arrays["y"]
     if not (np.isnan(full[:pad]).all() and np.isnan(full[pad + case.points :]).all()):
