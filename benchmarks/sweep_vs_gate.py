@@ -7,7 +7,8 @@ Each pair (the standing kernel, the candidate the gate reverted) is timed four w
 so the way of timing is the only thing that changes between the rows:
 
 * `sweep`: benchmarks/handwritten_sweep.py's loop (one problem, the L2 flushed before each launch,
-  the straightforward kernel beside the pair).
+  the straightforward kernel beside the pair). docs/benchmarks/sweep_vs_gate_s29.json was measured
+  with a copy of that loop without its agreement check and per-pass copy timing; it now calls it.
 * `gate_pair`: measurement.harness.protocol.time_variants with the gate's TimingSpec (the decoy
   fill of the output before every launch, the flush, a read-back after it), the pair alone.
 * `gate_straightforward`: the same with the straightforward kernel, as `sweep` has it.
@@ -31,6 +32,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from forge.candidates import matrix_candidates  # noqa: E402
 from measurement.harness.cases import parse_case  # noqa: E402
@@ -48,21 +50,12 @@ def _kernel(case, subject: str):
 
 
 def _sweep(backend, case, pair: dict, passes: int, launches: int) -> dict[str, float]:
-    """handwritten_sweep.sweep_case's timing loop over the pair and the straightforward kernel."""
-    from measurement.backends.base import Variant
-    from measurement.harness.oracle import make_inputs
+    """benchmarks/handwritten_sweep.py's own loop (sweep_case) over the pair and the straightforward kernel."""
+    from handwritten_sweep import sweep_case
 
-    buffers = backend.allocate(case, make_inputs(case, 1))
-    coef = backend.coefficients(case.coefficients())
-    prepared = {"straightforward": backend.prepare(case, Variant("straightforward"))}
-    prepared.update({name: backend.prepare(case, Variant(name, kernel, "candidate")) for name, kernel in pair.items()})
-    names = list(prepared)
-    samples: dict[str, list[float]] = {name: [] for name in names}
-    for index in range(passes):
-        shift = index % len(names)
-        for name in names[shift:] + names[:shift]:
-            samples[name] += backend.time_launches(prepared[name], buffers, coef, launches, True)
-    return {name: statistics.median(values) for name, values in samples.items()}
+    candidates = [(name, {}, lambda _case, k=kernel: (k.source, k.launch, "")) for name, kernel in pair.items()]
+    rows = sweep_case(backend, case.id, passes, launches, candidates=candidates)["variants"]
+    return {name: row["median_ms"] / 1e3 for name, row in rows.items()}
 
 
 def _gate(case, pair: dict, extra: list, seed: int) -> dict[str, float]:

@@ -80,8 +80,8 @@ def _text(value: Any) -> str:
 def _float(value: float) -> str:
     """repr and ECMAScript's number text share the shortest round-trip digits; where repr has no
     exponent (1e-4 <= |x| < 1e16) the two differ only by repr's trailing '.0'. Zero is "0" (and
-    -0.0 too), repr's exponent form is laid out again by ECMAScript's rule (_exponent_form: a
-    fifth of an H200 export's floats are timing samples of order 1e-5 s), and NaN and the
+    -0.0 too), repr's exponent form is laid out again by ECMAScript's rule (_exponent_form: an
+    H200 export's timing samples are of order 1e-5 s), and NaN and the
     infinities go to the library, which refuses them."""
     text = float.__repr__(value)
     if value == 0:

@@ -28,17 +28,8 @@ def standing_operator_results(backend: str) -> list[OperatorResult]:
     return list(OperatorResult.objects.filter(backend=backend).exclude(status="retracted").order_by("case"))
 
 
-def tuned_libraries(backend: str, case_id: str) -> list[str]:
-    """The library baselines ever tuned for the case on `backend`, whatever their runs chose: the
-    ledger's word that the case's bound includes them (session_info.refuse_missing_libraries)."""
-    return list(dict.fromkeys(event.payload["library"] for event in stream_events(tuning_stream(backend, case_id))))
-
-
-def tuned_schedules(backend: str, case_id: str) -> dict[str, str]:
-    """{library: schedule} chosen by the latest tuning run of each library baseline of the case on
-    `backend` that chose one (measurement.tuning); a library never tuned, or whose latest run
-    found no correct schedule, is absent and runs its family's default."""
-    chosen: dict[str, str | None] = {}
-    for event in stream_events(tuning_stream(backend, case_id)):
-        chosen[event.payload["library"]] = event.payload["chosen"]
-    return {library: name for library, name in chosen.items() if name}
+def tuned(backend: str, case_id: str) -> dict[str, str | None]:
+    """{library: the schedule its latest tuning run chose, None where it found no correct one} of
+    every library baseline ever tuned for the case on `backend` (measurement.tuning): the keys are
+    the ledger's word that the case's bound includes them (session_info.refuse_missing_libraries)."""
+    return {event.payload["library"]: event.payload["chosen"] for event in stream_events(tuning_stream(backend, case_id))}

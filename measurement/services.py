@@ -95,7 +95,8 @@ def measure(
     case, isolation, protocol, say, seed, specs = (begun.case, begun.isolation, begun.protocol, begun.say, begun.seed,
                                                    begun.specs)
     composed = composed_bounds(case, backend)  # a temporal case's T launches of star_1 kernels, timed as baselines
-    schedules = selectors.tuned_schedules(backend, case.id)  # a tuned library baseline runs its chosen schedule
+    tuned = selectors.tuned(backend, case.id)
+    schedules = {library: name for library, name in tuned.items() if name}  # a tuned library runs its chosen schedule
     # Candidates and prior bests run alone in a child each: a crash costs only their verdict.
     # On a GPU their checks and the baselines' run at the same time (nothing is timed yet); the
     # judging waits for the straightforward kernel's errors, the floor every variant is held to.
@@ -111,7 +112,7 @@ def measure(
     with ThreadPoolExecutor(max_workers=max(1, len(own_child)) if together else 1) as pool:
         checks = {v.name: pool.submit(_check, case, backend, v, specs, protocol.check_timeout) for v in own_child if together}
         session = run_isolated(baseline_session, (backend, case.id, specs, schedules, [c.variant for c in composed],
-                                                  leave_out, selectors.tuned_libraries(backend, case.id)),
+                                                  leave_out, list(tuned)),
                                protocol.check_timeout)
         if not session.ok:
             if session.kind == "exception" and session.value[0] == BaselineUnavailable.__name__:

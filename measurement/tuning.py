@@ -6,7 +6,7 @@ inputs, an odd shape, three coefficient sets, guard pages) and times the correct
 canonical protocol (flush, decoy fill and read-back of every launch), then records all of them,
 and the fastest correct one as chosen, in one BaselineTuned event. Every later measurement of
 the case on the backend runs the library with the chosen schedule (measurement.services.measure
-reads it with selectors.tuned_schedules), so the bound a candidate must beat is the library at
+reads it with selectors.tuned), so the bound a candidate must beat is the library at
 its best known schedule, not its default, and the verdict names that schedule.
 
 Two children a run, whatever the family's size: one checks every schedule

@@ -205,13 +205,18 @@ def case_entries(index: dict[str, Any], case_id: str) -> list[dict[str, Any]]:
     return [entry for entry in index["entries"] if entry["case"] == case_id]
 
 
+def not_built(case_id: str) -> str:
+    """Why a case has no pipeline in the folder, and what builds one."""
+    return (f"no Halide AOT pipeline for {case_id}: run scripts/halide_aot.py with a matrix that holds it "
+            f"and carry {DEFAULT_AOT_DIR.parent.name}/{DEFAULT_AOT_DIR.name}")
+
+
 def entry_for(index: dict[str, Any], case_id: str, schedule: str | None) -> dict[str, Any]:
     """The entry of (case, schedule); schedule None is the family's default. ValueError with the
     reason (the recorded reason on the case) when there is no compiled pipeline for it."""
     entries = case_entries(index, case_id)
     if not entries:
-        raise ValueError(f"no Halide AOT pipeline for {case_id}: run scripts/halide_aot.py with a matrix that holds it "
-                         f"and carry {DEFAULT_AOT_DIR.parent.name}/{DEFAULT_AOT_DIR.name}")
+        raise ValueError(not_built(case_id))
     chosen = [e for e in entries if (e["schedule"] == schedule if schedule else e["default"])]
     if not chosen:
         raise ValueError(f"no Halide schedule {schedule!r} for {case_id}; compiled: {sorted(e['schedule'] for e in entries)}")

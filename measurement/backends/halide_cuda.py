@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from measurement.harness.cases import Case
 
 from .cuda_device import cupy
-from .halide_aot import aot_dir, case_entries, entry_for, read_index
+from .halide_aot import aot_dir, case_entries, entry_for, not_built, read_index
 
 if TYPE_CHECKING:
     from .cuda import CudaBuffers
@@ -197,8 +197,7 @@ def unavailable(case_id: str, folder: Path | None = None) -> str | None:
         return f"no Halide AOT folder at {folder}: run scripts/halide_aot.py and carry it"
     entries = case_entries(index, case_id)
     if not entries:
-        return (f"no Halide AOT pipeline for {case_id}: run scripts/halide_aot.py with a matrix that holds it "
-                f"and carry {folder}")
+        return not_built(case_id)
     packed = [folder / entry["file"] for entry in entries if "file" in entry and not (folder / entry["file"]).exists()]
     if packed:
         return f"{packed[0]} is not unpacked: run python3 scripts/halide_aot.py --unpack"

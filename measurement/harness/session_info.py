@@ -24,12 +24,12 @@ def baseline_session(backend_name: str, case_id: str, specs: list[CheckSpec], sc
                      ) -> tuple[dict[str, Any], Kernel, dict[str, list[CheckRun] | str]]:
     """(description with each baseline's precision and identity, the straightforward kernel,
     {baseline name: its check runs, or the error that stopped it}). `schedules` names the tuned
-    schedule of a library baseline ({"halide": "fused_z4"}, measurement.selectors.tuned_schedules);
+    schedule of a library baseline ({"halide": "fused_z4"}, measurement.selectors.tuned);
     a baseline not named runs its default. `extra` are baselines the parent made (the composed
     bounds of measurement.composed), checked here like the backend's own. `leave_out` ({name:
     identity}, measurement.contenders) names baselines out of contention: each is left out, and
     listed in the description's `left_out`, only if the identity installed here is that one.
-    `expected`: the libraries the ledger tuned for the case (selectors.tuned_libraries), which
+    `expected`: the libraries the ledger tuned for the case (selectors.tuned), which
     must be here (refuse_missing_libraries)."""
     backend = get_backend(backend_name)
     case = parse_case(case_id)

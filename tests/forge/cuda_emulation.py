@@ -292,10 +292,11 @@ def emulate(case: Case, source: str, launch: dict, inputs: dict[str, np.ndarray]
     nz, ny, nx = (1, *case.shape) if len(case.shape) == 2 else case.shape
     coef = np.ascontiguousarray(coefficients, dtype=np.float64)
     pointer = lambda name: arrays[name][1].ctypes.data_as(ctypes.c_void_p) if name in arrays else None  # noqa: E731
+    fibers = threaded(source)
     status = build(source).emulate(*[ctypes.c_int(v) for v in (*grid, *block)], pointer("u"), pointer("a"), pointer("y"),
                                    coef.ctypes.data_as(ctypes.POINTER(ctypes.c_double)), ctypes.c_int(nz), ctypes.c_int(ny),
-                                   ctypes.c_int(nx), *([ctypes.c_int(launch.get("shared_bytes", 0))] if threaded(source) else []))
-    if threaded(source) and status != 0:
+                                   ctypes.c_int(nx), *([ctypes.c_int(launch.get("shared_bytes", 0))] if fibers else []))
+    if fibers and status != 0:
         raise AssertionError("the kernel's threads deadlocked at a barrier (the emulation says where)")
 
     full, view = arrays["y"]

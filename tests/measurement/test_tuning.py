@@ -19,7 +19,7 @@ from measurement.harness.codegen import straightforward_c
 from measurement.harness.isolation import run_isolated
 from measurement.harness.plan import ProtocolSettings
 from measurement.harness.protocol import TimingSpec, time_variants
-from measurement.selectors import tuned_schedules
+from measurement.selectors import tuned
 from measurement.services import MeasurementError, gate_candidate
 from measurement.tuning import tune_baseline
 
@@ -52,7 +52,7 @@ def test_tuning_records_every_schedule_and_the_gate_then_holds_candidates_to_it(
     assert data["chosen"] == min(data["candidates"], key=lambda c: c["median"])["name"]
     assert data["chosen_text"].startswith("out.") or "hl.Var" in data["chosen_text"]
     assert [e.type for e in stream_events(tuning_stream("cpu", CASE))] == ["BaselineTuned"]
-    assert tuned_schedules("cpu", CASE) == {"halide": data["chosen"]}
+    assert tuned("cpu", CASE) == {"halide": data["chosen"]}
 
     # Halide is now part of the case's bound: a gate without it is refused, and records nothing.
     monkeypatch.setenv(cpu.BASELINES_ENV, "")
