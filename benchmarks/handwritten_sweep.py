@@ -12,7 +12,9 @@ the same inputs (a variant that differs is reported, not timed); the gate does t
 `--family changes` times session 28's two changes instead (forge/handwritten.py `render`'s
 `shuffle` and `l2_prefetch`), alone and together, on rows16 and on the 4-row blocks of short4
 (and on rows8 where it is offered), beside those kernels unchanged; `--family march` its third
-(`alternate`: odd chunks march down) the same way.
+(`alternate`: odd chunks march down) the same way; `--family lean` session 30's `split` and
+`stride` (fewer instructions a plane, benchmarks/sass_count.py) on each of those kernels, with and
+without `alternate`, and `split` alone on rows16.
 
 On the device machine (docs/gpu.md):
 
@@ -63,6 +65,19 @@ def change_variants(case, march: bool = False) -> list[tuple[str, dict]]:
                [("", {}), ("+shuffle", {"shuffle": True}), ("+l2", {"l2_prefetch": True}),
                 ("+shuffle+l2", {"shuffle": True, "l2_prefetch": True})])
     return [(name + label, {**base, **kernel, **change}) for name, kernel in kernels for label, change in changes]
+
+
+def lean_variants(case) -> list[tuple[str, dict]]:
+    """short4, rows16 (and rows8 where offered), each as gated, with `split` and `stride`, marching
+    down, and marching down with both; and rows16 with `split` alone, to tell the two apart."""
+    base = {"nv": 1, "chunk": default_chunk(case, 1)}
+    kernels = [("rows16", {"by": 8}), ("short4", {"by": 4})]
+    if rows8_fits(case):
+        kernels.append(("rows8", {"by": 8, "vector_bytes": 8}))
+    lean = {"split": True, "stride": True}
+    changes = [("", {}), ("+lean", lean), ("+alternate", {"alternate": True}), ("+alternate+lean", {"alternate": True, **lean})]
+    made = [(name + label, {**base, **kernel, **change}) for name, kernel in kernels for label, change in changes]
+    return made + [("rows16+split", {**base, "by": 8, "split": True})]
 
 
 def sweep_case(backend, case_id: str, passes: int, launches: int, candidates=None, extra=None) -> dict:
@@ -169,17 +184,20 @@ def sweep_rows16(backend, case_id: str, passes: int, launches: int) -> tuple[dic
     return row, f"best {row['best']} {best.get('percent_of_copy')}% of copy, {best.get('x_rows16')}x rows16"
 
 
-def sweep_changes(backend, case_id: str, passes: int, launches: int, march: bool = False) -> tuple[dict, str]:
+def sweep_changes(backend, case_id: str, passes: int, launches: int, march: bool = False,
+                  lean: bool = False) -> tuple[dict, str]:
     case = parse_case(case_id)
-    row = sweep_case(backend, case_id, passes, launches,
-                     [(label, p, render) for label, p in change_variants(case, march)])
+    made = lean_variants(case) if lean else change_variants(case, march)
+    row = sweep_case(backend, case_id, passes, launches, [(label, p, render) for label, p in made])
     best = row["variants"].get(row["best"], {})
-    return row, f"best {row['best']} {best.get('percent_of_copy')}% of copy, {best.get('x_rows16')}x rows16"
+    return row, (f"best {row['best']} {best.get('percent_of_copy')}% of copy, {best.get('x_rows16')}x rows16, "
+                 f"{best.get('x_straightforward')}x straightforward")
 
 
 def main() -> int:
     return sweep_main(__doc__.splitlines()[0], "comma-separated case ids (T = 1 types)", sweep_rows16,
-                      {"changes": sweep_changes, "march": lambda *a: sweep_changes(*a, march=True)})
+                      {"changes": sweep_changes, "march": lambda *a: sweep_changes(*a, march=True),
+                       "lean": lambda *a: sweep_changes(*a, lean=True)})
 
 
 if __name__ == "__main__":

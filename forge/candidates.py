@@ -68,7 +68,7 @@ def matrix_candidates(case: Case) -> list[tuple[str, dict, str, str]]:
     stencil = case.stencil
     if stencil.family == "star" and stencil.dims == 3 and not stencil.variable_coefficient:
         made.append(planes_candidate(case))
-    return made + marching_down(case, chunk)
+    return made + marching_down(case, chunk) + lean(case, chunk)
 
 
 def marching_down(case: Case, chunk: int) -> list[tuple[str, dict, str, str]]:
@@ -92,4 +92,32 @@ def marching_down(case: Case, chunk: int) -> list[tuple[str, dict, str, str]]:
                       "read hits the L2; gains where the chunks' halo re-reads from DRAM limit it (ncu: rows16 read 1.10x "
                       "the compulsory bytes at star_1/512^3 f32; docs/benchmarks/handwritten_march_h200_s28.json).")
         made.append((f"{name}+alternate: hand-written plane queue, odd chunks march down", launch, hypothesis, source))
+    return made
+
+
+def lean(case: Case, chunk: int) -> list[tuple[str, dict, str, str]]:
+    """Session 30's `split` and `stride` together (forge/handwritten.py `render`: the vector and
+    per-lane paths in two loops, the plane address advanced by the stride) on rows16, short4 and
+    rows8 where offered, marching up, then down where `marching_down` offers it. Aimed at the f16
+    cases, which the issue rate limits (scripts/f16_ncu.sh): the SASS of rows16 on star_1/512^3 f16
+    has 284 instructions in its two-plane loop instead of 411, and 52 registers instead of 64
+    (benchmarks/sass_count.py, docs/benchmarks/sass_f16_s30.json). Offered to every single-step
+    case: the same cut holds in f32 (191 to 135 on star_1/512^3)."""
+    kernels = [("rows16", {"by": 8}), ("short4", {"by": 4})]
+    if rows8_fits(case):
+        kernels.append(("rows8", {"by": 8, "vector_bytes": 8}))
+    down = [name.split("+")[0] for name, *_ in marching_down(case, chunk)]
+    made = []
+    for alternate in (False, True):
+        for name, parameters in kernels:
+            if alternate and name not in down:
+                continue
+            source, launch, _ = render(case, chunk=chunk, alternate=alternate, split=True, stride=True, **parameters)
+            label = f"{name}{'+alternate' if alternate else ''}+lean"
+            hypothesis = (f"{case.id}: one change from {label[:-5]}: the vector and per-lane paths in two loops (nvcc "
+                          "issued both, one predicated off) and the plane address advanced by the stride, about a "
+                          "third fewer instructions a plane (benchmarks/sass_count.py); gains where the issue rate, "
+                          "not DRAM, limits it (the f16 cases: scripts/f16_ncu.sh).")
+            made.append((f"{label}: hand-written plane queue, vector and lane paths in two loops, strided plane address",
+                         launch, hypothesis, source))
     return made

@@ -49,7 +49,8 @@ def default_chunk(case: Case, nv: int) -> int:
 
 
 def render(case: Case, nv: int = 1, by: int = 8, chunk: int | None = None, vector_bytes: int = VECTOR_BYTES,
-           shuffle: bool = False, l2_prefetch: bool = False, alternate: bool = False) -> tuple[str, dict, str]:
+           shuffle: bool = False, l2_prefetch: bool = False, alternate: bool = False, split: bool = False,
+           stride: bool = False) -> tuple[str, dict, str]:
     """`shuffle`, `l2_prefetch` and `alternate` are the changes of session 28 (docs/forge.md), each
     off renders the gated sources byte for byte. `alternate`: odd chunks march down z (y in 2D), so
     two neighbouring chunks read the planes at their shared boundary at about the same time, both
@@ -59,7 +60,15 @@ def render(case: Case, nv: int = 1, by: int = 8, chunk: int | None = None, vecto
     so its evidence reproduces: the x halo from the neighbouring lanes' registers by warp shuffles,
     where a whole warp is in range (the lanes at the warp's ends load their halo scalars), instead
     of the neighbouring 16-byte vectors; and the input vectors loaded with the PTX hint `L2::256B`,
-    so an L2 miss fetches 256 bytes from DRAM instead of 32-byte sectors."""
+    so an L2 miss fetches 256 bytes from DRAM instead of 32-byte sectors.
+
+    `split` and `stride` (session 30) cut the instructions a plane costs, for the f16 cases that are
+    issue-bound (docs/forge.md). `split`: the vector and the per-lane paths in two loops, each with
+    `vec` a compile-time constant. In one loop nvcc if-converts the two paths and issues both, the
+    unused one predicated off: the SASS of rows16 on star_1 f16 (`benchmarks/sass_count.py`) has 411
+    instructions in its two-plane loop, 308 with `split`, and 47 registers instead of 64. `stride`:
+    the plane's address advanced by the plane stride each step instead of recomputed from k in 64
+    bits (284 with both)."""
     stencil = case.stencil
     if stencil.time_steps != 1:
         raise ValueError(f"{case.type}: the plane-queue design is for one application (T = 1), not {stencil.time_steps}"
@@ -78,12 +87,13 @@ def render(case: Case, nv: int = 1, by: int = 8, chunk: int | None = None, vecto
         comment.append(f"/* Launched with {by}-row blocks (32 x {by} threads). */")
     setup = [f"    const acc_t c{k} = (acc_t)coef[{k}];" for k in range(len(stencil.classes))]
     changes = [n for n, on in (("x halo by warp shuffles", shuffle), ("L2::256B loads", l2_prefetch),
-                                ("odd chunks march down", alternate)) if on]
+                                ("odd chunks march down", alternate), ("vector and lane paths in two loops", split),
+                                ("plane address advanced by the stride", stride)) if on]
     if changes:
         comment.append(f"/* Changes: {', '.join(changes)}. */")
     source = _marching_kernel(case, v, vw, chunk, comment, [], setup,
                               _plane_body(case, _plane_plan(case), v, vw, "        ", shuffle),
-                              shuffle=shuffle, l2_prefetch=l2_prefetch, alternate=alternate)
+                              shuffle=shuffle, l2_prefetch=l2_prefetch, alternate=alternate, split=split, stride=stride)
     hypothesis = (
         f"{case.id}: {vector_bytes}-byte row loads ({v} x-points per thread) and a {2 * stencil.radius + 1}-deep register queue marching "
         f"{chunk} {'planes' if three else 'rows'} cut the load instructions per point and read each input plane once; "
@@ -154,10 +164,13 @@ def _launch(case: Case, v: int, by: int, chunk: int) -> dict:
 
 def _marching_kernel(case: Case, v: int, vw: int, chunk: int, comment: list[str], file_scope: list[str],
                      setup: list[str], body: list[str], unroll: int = 2, shuffle: bool = False,
-                     l2_prefetch: bool = False, alternate: bool = False) -> str:
+                     l2_prefetch: bool = False, alternate: bool = False, split: bool = False,
+                     stride: bool = False) -> str:
     """The skeleton both designs share: thread -> (V x-points, row, chunk of planes), the
     register queue of 2H+1 partial output planes (H = the halo), its store and shift; `setup`
-    runs before any thread returns (it may synchronise), `body` adds plane k into the queue."""
+    runs before any thread returns (it may synchronise), `body` adds plane k into the queue.
+    With `split` or `stride` the unroll pragma stands on the loop; without them it stays where the
+    gated marching-down sources have it, before `dir` (so nvcc does not unroll their loop)."""
     stencil = case.stencil
     three = stencil.dims == 3
     lines = [
@@ -197,30 +210,61 @@ def _marching_kernel(case: Case, v: int, vw: int, chunk: int, comment: list[str]
             "    const long sk = nx;  /* row stride: 2D marches along y */",
             "    const long rowbase = x0;",
         ]
-    lines += [
-        "    if (kb >= ke) return;",
-        "    const bool vec = (nx % V == 0) && ((((unsigned long long)u | (unsigned long long)y"
-        + (" | (unsigned long long)a" if stencil.variable_coefficient else "") + f") & {vw * case.dtype.itemsize - 1}) == 0);",
+    aligned = ("(nx % V == 0) && ((((unsigned long long)u | (unsigned long long)y"
+               + (" | (unsigned long long)a" if stencil.variable_coefficient else "") + f") & {vw * case.dtype.itemsize - 1}) == 0);")
+    lines += ["    if (kb >= ke) return;", f"    const bool {'vec_ok' if split else 'vec'} = {aligned}"]
+    march = _march(case, v, vw, unroll, body, alternate, pragma_on_loop=split or stride, stride=stride)
+    if split:  # each loop sees `vec` as a constant, so nvcc emits only its own path
+        march = [f"    {line}" if line.strip() and not line.startswith("#") else line for line in march]
+        lines += ["    if (vec_ok) {", "        constexpr bool vec = true;", *march,
+                  "    } else {", "        constexpr bool vec = false;", *march, "    }"]
+    else:
+        lines += march
+    lines.append("}")
+    return "\n".join(line for line in lines if line is not None) + "\n"
+
+
+def _march(case: Case, v: int, vw: int, unroll: int, body: list[str], alternate: bool, pragma_on_loop: bool,
+           stride: bool) -> list[str]:
+    """The queue and the loop over the chunk's planes (with `stride`, `base` advances by the plane
+    stride instead of being k * sk + rowbase)."""
+    three = case.stencil.dims == 3
+    pragma = f"#pragma unroll {unroll}"
+    if alternate:
+        head = ["    /* odd chunks march down: neighbouring chunks meet at their shared halo planes (the queue is",
+                "       symmetric in z, so only which plane is complete changes: k + R going down) */",
+                f"    const int dir = ({'blockIdx.z' if three else '(blockIdx.y * blockDim.y + threadIdx.y)'} & 1) ? -1 : 1;"]
+        if stride:
+            head += ["    long base = (long)(dir > 0 ? kb - R : ke + R - 1) * sk + rowbase;", "    const long step = dir * sk;",
+                     pragma, "    for (int n = 0; n < ke - kb + 2 * R; ++n, base += step) {"]
+            out = "base - R * step"
+        else:
+            head += [pragma] if pragma_on_loop else []
+            head += ["    for (int n = 0; n < ke - kb + 2 * R; ++n) {",
+                     "        const int k = dir > 0 ? kb - R + n : ke + R - 1 - n;",
+                     "        const long base = (long)k * sk + rowbase;"]
+            out = "(long)(k - R * dir) * sk + rowbase"
+        if not pragma_on_loop:
+            head.insert(0, pragma)
+        complete = "n >= 2 * R"
+    else:
+        if stride:
+            head = ["    long base = (long)(kb - R) * sk + rowbase;", pragma, "    for (int k = kb - R; k < ke + R; ++k, base += sk) {"]
+            out = "base - R * sk"
+        else:
+            head = [pragma, "    for (int k = kb - R; k < ke + R; ++k) {", "        const long base = (long)k * sk + rowbase;"]
+            out = "(long)(k - R) * sk + rowbase"
+        complete = "k - R >= kb"
+    return [
         "    acc_t q[2 * R + 1][V];",
         "#pragma unroll",
         "    for (int s = 0; s < 2 * R + 1; ++s)",
         "#pragma unroll",
         "        for (int i = 0; i < V; ++i) q[s][i] = 0;",
-        f"#pragma unroll {unroll}",
-        *(["    /* odd chunks march down: neighbouring chunks meet at their shared halo planes (the queue is",
-           "       symmetric in z, so only which plane is complete changes: k + R going down) */",
-           f"    const int dir = ({'blockIdx.z' if three else '(blockIdx.y * blockDim.y + threadIdx.y)'} & 1) ? -1 : 1;",
-           "    for (int n = 0; n < ke - kb + 2 * R; ++n) {",
-           "        const int k = dir > 0 ? kb - R + n : ke + R - 1 - n;",
-           "        const long base = (long)k * sk + rowbase;",
-           *body,
-           "        if (n >= 2 * R) {",
-           "            const long out = (long)(k - R * dir) * sk + rowbase;"] if alternate else
-          ["    for (int k = kb - R; k < ke + R; ++k) {",
-           "        const long base = (long)k * sk + rowbase;",
-           *body,
-           "        if (k - R >= kb) {",
-           "            const long out = (long)(k - R) * sk + rowbase;"]),
+        *head,
+        *body,
+        f"        if ({complete}) {{",
+        f"            const long out = {out};",
         *_store(case, v, vw, "            "),
         "        }",
         "#pragma unroll",
@@ -230,9 +274,7 @@ def _marching_kernel(case: Case, v: int, vw: int, chunk: int, comment: list[str]
         "#pragma unroll",
         "        for (int i = 0; i < V; ++i) q[2 * R][i] = 0;",
         "    }",
-        "}",
     ]
-    return "\n".join(line for line in lines if line is not None) + "\n"
 
 
 def _plane_plan(case: Case) -> dict:

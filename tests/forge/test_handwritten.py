@@ -72,21 +72,24 @@ def test_temporal_types_get_the_composed_octahedron_then_the_pipeline():
 
 def test_the_one_change_variants_offered():
     """rows8 only where the x halo fits a narrower vector and one exists (not f64, not star_4 f32);
-    planes (forge/handwritten_planes.py) last for the 3D constant-coefficient stars (star_R)."""
+    planes (forge/handwritten_planes.py) last of the designs for the 3D constant-coefficient stars
+    (star_R), then the marching-down and lean variants of the designs before it."""
     def offered(case_id):
         return [c[0].split(":")[0] for c in matrix_candidates(parse_case(case_id))]
 
     down = ["short4+alternate", "rows8+alternate", "rows16+alternate"]  # session 28, after the rest
-    assert offered("star_1/512x512x512/f32") == ["rows16", "rows8", "short4", "planes", *down]
+    lean = ["rows16+lean", "short4+lean", "rows8+lean"]  # session 30, last: up, then down where offered
+    lean_down = ["rows16+alternate+lean", "short4+alternate+lean", "rows8+alternate+lean"]
+    assert offered("star_1/512x512x512/f32") == ["rows16", "rows8", "short4", "planes", *down, *lean, *lean_down]
     assert offered("varcoef_star_1/256x256x256/f32") == ["rows16", "rows8", "short4", "rows8+alternate",
-                                                         "short4+alternate", "rows16+alternate"]
-    assert offered("star_4/512x512x512/f16") == ["rows16", "rows8", "short4", "planes"]
-    assert offered("star_4/512x512x512/f32") == ["rows16", "short4", "planes"]
-    assert offered("star_2/512x512x512/f32") == ["rows16", "rows8", "short4", "planes"]  # alternate lost there
-    assert offered("star_1/512x512x512/f64") == ["rows16", "short4", "planes"]
+                                                         "short4+alternate", "rows16+alternate", *lean, *lean_down]
+    assert offered("star_4/512x512x512/f16") == ["rows16", "rows8", "short4", "planes", *lean]
+    assert offered("star_4/512x512x512/f32") == ["rows16", "short4", "planes", *lean[:2]]
+    assert offered("star_2/512x512x512/f32") == ["rows16", "rows8", "short4", "planes", *lean]  # alternate lost there
+    assert offered("star_1/512x512x512/f64") == ["rows16", "short4", "planes", *lean[:2]]
 
 
-# session 28's two changes. Shuffles run where a warp's 32 lanes are all in x range, so the x
+# session 28's changes and session 30's split and stride. Shuffles run where a warp's 32 lanes are all in x range, so the x
 # extents hold whole warps (32 V lanes: 128 in f32, 256 in f16, 64 in f64) and, in 200, a whole
 # warp beside a partial one that keeps the neighbouring vectors
 CHANGED = ["star_1/6x7x200/f32", "star_1/5x6x64/f64", "box_1/5x6x256/f16", "star_4/9x10x128/f32", "star2d_1/9x128/f32",
@@ -96,8 +99,10 @@ CHANGED = ["star_1/6x7x200/f32", "star_1/5x6x64/f64", "box_1/5x6x256/f16", "star
 @pytest.mark.parametrize("case_id", CHANGED)
 # (l2_prefetch is not here: its hint is PTX, and the CPU reads plainly; the H200 sweep checked every variant's
 # output against the straightforward kernel's, docs/benchmarks/handwritten_changes_h200_s28.json)
-@pytest.mark.parametrize("changes", [{"shuffle": True}, {"alternate": True, "chunk": 2}, {"alternate": True, "chunk": 3, "by": 4}])
-def test_the_session_28_changes_are_correct(case_id, changes):
+@pytest.mark.parametrize("changes", [{"shuffle": True}, {"alternate": True, "chunk": 2}, {"alternate": True, "chunk": 3, "by": 4},
+                                     {"split": True}, {"split": True, "stride": True, "chunk": 3},
+                                     {"alternate": True, "split": True, "stride": True, "chunk": 3}])
+def test_the_session_28_and_30_changes_are_correct(case_id, changes):
     case = parse_case(case_id)
     source, launch, _ = render(case, **changes)
     assert source != render(case, by=changes.get("by", 8), chunk=changes.get("chunk"))[0]
@@ -112,6 +117,19 @@ def test_a_wrong_plane_in_the_downward_march_is_caught():
     broken = source.replace("(k - R * dir)", "(k - R)")
     assert broken != source
     with pytest.raises(AssertionError, match="missed"):  # its planes land below its chunk
+        judged(case, broken, launch, False)
+
+
+@pytest.mark.parametrize("alternate", [False, True])
+def test_a_wrong_start_plane_with_stride_is_caught(alternate):
+    """The check above can fail: the advancing plane address started one plane off (it stays inside
+    the arrays: a wrong stride would write past y and the emulation cannot stop a stray write)."""
+    case = parse_case("star_1/9x10x64/f32")
+    source, launch, _ = render(case, alternate=alternate, split=True, stride=True, chunk=3)
+    broken = source.replace("(long)(kb - R) * sk", "(long)(kb - R + 1) * sk").replace("kb - R : ke + R - 1)",
+                                                                                     "kb - R + 1 : ke + R - 2)")
+    assert broken != source
+    with pytest.raises(AssertionError, match="missed"):  # its planes land one off the region
         judged(case, broken, launch, False)
 
 
