@@ -102,7 +102,9 @@ def scheduled(case_id: str, number: int, levers, handwritten: bool, first: int =
     --handwritten, from round `first` on, the case's hand-written candidates (forge.handwritten)
     that this ledger has not seen proposed yet are submitted as `forge submit` does, in order,
     while any are left; with `subjects` (--subjects), only the candidates of those names
-    ("short4+alternate": a subject's text before its colon), where a sweep pointed at them."""
+    ("short4+alternate": a subject's text before its colon), where a sweep pointed at them. A name
+    given as CASE=NAME holds for that case alone: a sweep points each case at its own variant, and
+    one campaign (one import of the shipped export) then serves them all."""
     if handwritten and number >= first:
         from forge.candidates import matrix_candidates
         from forge.proposers.external import ExternalProposer
@@ -112,7 +114,8 @@ def scheduled(case_id: str, number: int, levers, handwritten: bool, first: int =
 
         seen = proposed_source_hashes(case_id)
         for subject, launch, hypothesis, source in matrix_candidates(parse_case(case_id)):
-            if subjects is not None and subject.split(":")[0] not in subjects:
+            name = subject.split(":")[0]
+            if subjects is not None and name not in subjects and f"{case_id}={name}" not in subjects:
                 continue
             if source_hash(source) not in seen:
                 return "external", ExternalProposer(source=source, hypothesis=hypothesis, launch=launch, subject=subject,
@@ -257,7 +260,8 @@ def main() -> int:
                              "is the levers'); 1 in a new campaign over a ledger that already holds rounds")
     parser.add_argument("--subjects", metavar="NAMES",
                         help="comma-separated: submit only the hand-written candidates of these names (forge/candidates.py, "
-                             "e.g. short4+alternate), in their order, where a sweep measured them ahead of the standing kernel")
+                             "e.g. short4+alternate), in their order, where a sweep measured them ahead of the standing kernel; "
+                             "CASE=NAME names one for that case alone (star_2/512x512x512/f32=rows8+lean)")
     parser.add_argument("--import", dest="import_ledger", metavar="FILE",
                         help="import this export first, then start a new campaign in the same ledger (--cases, --rounds); "
                              "its admitted results stay the prior bests every round must not regress")

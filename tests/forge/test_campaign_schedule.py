@@ -57,6 +57,14 @@ def test_subjects_narrow_the_hand_written_candidates_to_those_a_sweep_pointed_at
     assert subject("star2d_1/8192x8192/f32", 1, first=1, subjects=["short4+alternate"]) == "levers"
 
 
+def test_a_subject_named_for_one_case_holds_for_that_case_alone(campaign_ledger):
+    """CASE=NAME: each case its own sweep's pick in one campaign; other cases fall to the levers."""
+    chosen = ["star_2/512x512x512/f32=rows8+lean", "star_4/512x512x512/f16=short4+lean"]
+    assert subject("star_2/512x512x512/f32", 1, first=1, subjects=chosen) == ("external", "rows8+lean")
+    assert subject("star_4/512x512x512/f16", 1, first=1, subjects=chosen) == ("external", "short4+lean")
+    assert subject("star_2/256x256x256/f32", 1, first=1, subjects=chosen) == "levers"
+
+
 def test_the_levers_go_on_when_every_hand_written_candidate_was_gated(campaign_ledger, monkeypatch):
     import forge.candidates
 
