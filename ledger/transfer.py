@@ -55,7 +55,8 @@ def import_ledger(path: Path, actor: str) -> tuple[int, int]:
 
     Nothing is imported when any line is bad. Each event keeps its event id (so importing
     the same file twice adds nothing) and records its origin: the source ledger, its
-    original position, hash and time.
+    original position, hash and time (and, for one the source had imported, the source's
+    position and hash as `via`).
 
     Ids derived from content are shared between ledgers: every ledger that loaded a matrix
     holds CaseDefined events with the same ids, and their payloads may differ (coefficients
@@ -75,18 +76,15 @@ def import_ledger(path: Path, actor: str) -> tuple[int, int]:
             payload = event_types.validate(record["type"], record["schema_version"], record["payload"])
         except LedgerError as exc:
             raise LedgerError(f"{path}: line {number}: {exc}; nothing was imported") from None
-        origin = record["origin"] or {
-            "ledger_id": summary.ledger_id,
-            "position": record["position"],
-            "hash": record["hash"],
-            "recorded_at": record["recorded_at"],
-        }
+        origin = _origin(record, summary.ledger_id)
         event_id = uuid.UUID(record["event_id"])
         existing = recorded_here.get(record["event_id"])
-        fields = (record["stream"], record["type"], record["schema_version"], payload, record["actor"], origin)
-        if existing is not None and fields != (
-            existing.stream, existing.type, existing.schema_version, existing.payload, existing.actor, existing.origin
+        fields = (record["stream"], record["type"], record["schema_version"], payload, record["actor"], _first(origin))
+        if existing is not None and fields == (
+            existing.stream, existing.type, existing.schema_version, existing.payload, existing.actor, _first(existing.origin)
         ):
+            origin = existing.origin  # the same event, here already by another way: nothing to add
+        elif existing is not None:
             origin = {**origin, "event_id": record["event_id"]}
             event_id = uuid.uuid5(IMPORTED_ID_NAMESPACE, f"{origin['ledger_id']}/{record['event_id']}")
         new_events.append(
@@ -104,6 +102,21 @@ def import_ledger(path: Path, actor: str) -> tuple[int, int]:
     recorded = append_many(new_events)
     fresh = sum(1 for event in recorded if event.position > before)
     return fresh, len(recorded) - fresh
+
+
+def _origin(record: dict, source_ledger: str) -> dict:
+    """Where an imported event came from. One the source had imported itself keeps its first
+    origin and adds the source's position and hash to `via`: a checkpoint the source signed with
+    that event as its head (an export right after an import) must still find the hash it signed."""
+    place = {"ledger_id": source_ledger, "position": record["position"], "hash": record["hash"]}
+    if record["origin"] is None:
+        return {**place, "recorded_at": record["recorded_at"]}
+    return {**record["origin"], "via": [*record["origin"].get("via", []), place]}
+
+
+def _first(origin: dict | None) -> dict | None:
+    """An origin less the ledgers it passed through: what makes two copies the same event."""
+    return origin and {key: value for key, value in origin.items() if key != "via"}
 
 
 def _read_signed(path: Path, what: str) -> ExportSummary:

@@ -76,6 +76,15 @@ def trusted_keys(keys: Iterable[str], files: Iterable[Path]) -> set[str]:
     return trusted
 
 
+def origin_places(origin: dict) -> list[tuple[tuple[str, int], str]]:
+    """Every ((ledger, position), hash) an imported event held before this ledger: where it was
+    first recorded, then each ledger it passed through on its way here (`via`, ledger.transfer).
+    A checkpoint imported from a ledger that had itself imported this event may sign it as its head
+    under that ledger's position and hash, not the first one's."""
+    places = [((origin["ledger_id"], origin["position"]), origin["hash"])]
+    return places + [((hop["ledger_id"], hop["position"]), hop["hash"]) for hop in origin.get("via", ())]
+
+
 def signature_valid(public_key: str, signature: str, ledger_id: str, head_position: int, head_hash: str) -> bool:
     try:
         key = Ed25519PublicKey.from_public_bytes(base64.b64decode(public_key, validate=True))

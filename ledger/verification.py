@@ -25,7 +25,8 @@ from .models import Event, ProjectionState, VerificationRun
 from .projection_base import MemoryRows, registered
 from .records import RecordedEvent
 from .services import iso_utc, lock_chain
-from .trust import SERVICE_HOW_TO_TRUST, Signed, covered_unknown, first_uncovered, signature_valid, untrusted_message
+from .trust import (SERVICE_HOW_TO_TRUST, Signed, covered_unknown, first_uncovered, origin_places, signature_valid,
+                    untrusted_message)
 
 Progress = Callable[[int], None]
 COLUMNS = ("position", "event_id", "stream", "version", "type", "schema_version", "actor", "recorded_at", "body", "prev_hash", "hash")
@@ -173,7 +174,7 @@ def verify_ledger(progress: Progress | None = None, replay: bool = True, held: I
                     raise _Failure(position, f"stream {event.stream} jumps to version {event.version}, expected {expected_version}")
                 stream_versions[event.stream] = event.version
                 if event.origin is not None:
-                    origin_hashes[(event.origin["ledger_id"], event.origin["position"])] = event.origin["hash"]
+                    origin_hashes.update(origin_places(event.origin))
                 elif event.type == "LedgerInitialised" and local_ledger is None:
                     local_ledger = event.data["ledger_id"]
                 if event.type == "CheckpointSigned":

@@ -118,6 +118,33 @@ def test_importing_the_same_file_twice_adds_nothing(export_file):
     assert Event.objects.count() == 6
 
 
+def _export(path):
+    with path.open("w") as handle:
+        export_ledger(handle)
+    return path
+
+
+def test_a_checkpoint_on_an_imported_head_still_verifies_two_imports_later(export_file, tmp_path):
+    """A device call imports the shipped export and exports at once when it measures nothing (its
+    checkpoint signs an event it imported, under its own position); the next call imports that
+    export, and so does the one after: every checkpoint on the way must find the hash it signed."""
+    hops = [export_file]
+    for name in ("second", "third", "fourth"):
+        erase_ledger()
+        initialise_ledger(f"{name} ledger", "user:test")
+        import_ledger(hops[-1], "user:importer")
+        report = verify_ledger()
+        assert report.ok, report.summary()
+        hops.append(_export(tmp_path / f"{name}.jsonl"))
+        assert verify_export(hops[-1].read_text().splitlines()).checkpoints == len(hops)  # one more a ledger
+    first, second, third = (lines(hop)[0]["payload"]["ledger_id"] for hop in hops[:3])
+    passed_on = next(r for r in lines(hops[3]) if (r["origin"] or {}).get("ledger_id") == first)
+    assert [hop["ledger_id"] for hop in passed_on["origin"]["via"]] == [second, third]
+    # each ledger on the way put its own LedgerInitialised first: one position later a hop
+    assert [hop["position"] for hop in passed_on["origin"]["via"]] == [passed_on["origin"]["position"] + 1,
+                                                                       passed_on["origin"]["position"] + 2]
+
+
 def test_a_bad_file_imports_nothing_and_names_the_line(export_file):
     records = lines(export_file)
     records[3]["actor"] = "user:mallory"
