@@ -34,8 +34,12 @@ def test_the_table_its_api_and_its_csv_carry_the_bound_and_a_column_per_baseline
     verdict = admit().verdict_event.data
     row = next(r for r in operator_rows() if r["case"] == TINY)
     assert row["bound_label"] == verdict["bound"]["label"]
-    assert row["over_straightforward"] == verdict["baselines"]["straightforward"]["speedup"]
-    assert row["over_scipy_ndimage"] == verdict["baselines"]["scipy.ndimage"]["speedup"]
+    # a baseline the run could not use (on a loaded machine the physics floor can judge a tiny case's
+    # straightforward timing impossible) has no entry in the verdict and an empty cell, never a number
+    for name in ("straightforward", "scipy.ndimage"):
+        assert row[f"over_{name.replace('.', '_')}"] == (verdict["baselines"].get(name) or {}).get("speedup"), name
+    bound_column = f"over_{verdict['bound']['name'].replace('.', '_')}"
+    assert row[bound_column] == verdict["speedup"]  # the bound's own column always holds the headline
     assert row["over_torch_conv"] is None  # not a CPU baseline: an empty cell, not a zero
     parsed = list(csv.DictReader(io.StringIO(table_csv([row], OPERATOR_COLUMNS))))
     assert set(BASELINE_COLUMNS) <= set(parsed[0]) and parsed[0]["bound_label"] == verdict["bound"]["label"]
