@@ -28,6 +28,24 @@ class CheckpointSigned(Payload):
     signature: NonEmpty
 
 
+class Place(Payload):
+    """Where an event stood in another ledger: its position there and that ledger's hash of it."""
+
+    event_id: Annotated[str, StringConstraints(pattern=r"^[0-9a-f-]{36}$")]
+    ledger_id: Annotated[str, StringConstraints(pattern=r"^[0-9a-f-]{36}$")]
+    position: int = Field(ge=1)
+    hash: Hex64
+
+
+@event_type("ImportedPlacesRecorded", owner="ledger")
+class ImportedPlacesRecorded(Payload):
+    """An import reached events this ledger already held by another way (ledger.transfer): their
+    places in the ledgers that passed them on this time, which those ledgers' checkpoints may sign
+    and the events' own origins do not hold."""
+
+    places: list[Place] = Field(min_length=1)
+
+
 @event_type("ResultRetracted", owner="ledger")
 class ResultRetracted(Payload):
     result: ResultKey

@@ -16,9 +16,9 @@ from .checkpoints import sign_checkpoint, trusted_public_keys
 from .errors import LedgerError
 from .models import Event
 from .records import RecordedEvent
-from .selectors import events, local_ledger_id
+from .selectors import events, local_ledger_id, stream_events
 from .services import NewEvent, append_many, head, lock_chain
-from .trust import SERVICE_HOW_TO_TRUST, first_uncovered, untrusted_message
+from .trust import SERVICE_HOW_TO_TRUST, first_uncovered, origin_places, untrusted_message
 from .verification import replay_projections
 from .verify_export import ExportError, ExportSummary, read_export, require_signed_head, verify_export
 
@@ -28,6 +28,7 @@ IMPORTED_ID_NAMESPACE = uuid.UUID("5b0f3c1e-6a43-4b8e-9d0a-52a1d3c7e901")
 # The largest shipped export is 8.6 MB (fixtures/ledgers/h200_campaign.jsonl).
 MAX_FILE_BYTES = 256 * 1024 * 1024
 EXPORT_ACTOR = "system:ledger-export"
+PLACES_STREAM = "ledger/imported-places"
 
 
 def export_ledger(out: IO[str], actor: str = EXPORT_ACTOR) -> int:
@@ -70,7 +71,8 @@ def import_ledger(path: Path, actor: str) -> tuple[int, int]:
     if summary.ledger_id == local:
         raise LedgerError(f"{path} is an export of this ledger itself; nothing was imported")
     recorded_here = _recorded([record["event_id"] for record in summary.events_list])
-    new_events = []
+    known_places = _known_places() if recorded_here else set()
+    new_events, places = [], []
     for number, record in enumerate(summary.events_list, start=1):
         try:
             payload = event_types.validate(record["type"], record["schema_version"], record["payload"])
@@ -83,7 +85,9 @@ def import_ledger(path: Path, actor: str) -> tuple[int, int]:
         if existing is not None and fields == (
             existing.stream, existing.type, existing.schema_version, existing.payload, existing.actor, _first(existing.origin)
         ):
-            origin = existing.origin  # the same event, here already by another way: nothing to add
+            # the same event, here already; reached by another way, its places on this way are recorded apart
+            places += _new_places(existing, origin, known_places)
+            origin = existing.origin
         elif existing is not None:
             origin = {**origin, "event_id": record["event_id"]}
             event_id = uuid.uuid5(IMPORTED_ID_NAMESPACE, f"{origin['ledger_id']}/{record['event_id']}")
@@ -99,9 +103,10 @@ def import_ledger(path: Path, actor: str) -> tuple[int, int]:
             )
         )
     before = head()[0]
-    recorded = append_many(new_events)
-    fresh = sum(1 for event in recorded if event.position > before)
-    return fresh, len(recorded) - fresh
+    recorded = append_many(new_events + ([NewEvent(stream=PLACES_STREAM, type="ImportedPlacesRecorded",
+                                                    payload={"places": places}, actor=actor)] if places else []))
+    fresh = sum(1 for event in recorded[:len(new_events)] if event.position > before)
+    return fresh, len(new_events) - fresh
 
 
 def _origin(record: dict, source_ledger: str) -> dict:
@@ -112,6 +117,21 @@ def _origin(record: dict, source_ledger: str) -> dict:
     if record["origin"] is None:
         return {**place, "recorded_at": record["recorded_at"]}
     return {**record["origin"], "via": [*record["origin"].get("via", []), place]}
+
+
+def _known_places() -> set[tuple[str, str, int]]:
+    """(event id, ledger, position) of the places earlier imports recorded apart."""
+    return {(place["event_id"], place["ledger_id"], place["position"])
+            for event in stream_events(PLACES_STREAM) for place in event.data["places"]}
+
+
+def _new_places(existing: RecordedEvent, origin: dict, known: set[tuple[str, str, int]]) -> list[dict]:
+    """The places this way gives an event already here that neither its origin nor an earlier
+    record holds: a checkpoint of the ledger that passed it on may sign one of them."""
+    held = {place for place, _ in origin_places(existing.origin)} if existing.origin else set()
+    return [{"event_id": existing.event_id, "ledger_id": ledger, "position": position, "hash": hash_}
+            for (ledger, position), hash_ in origin_places(origin)
+            if (ledger, position) not in held and (existing.event_id, ledger, position) not in known]
 
 
 def _first(origin: dict | None) -> dict | None:

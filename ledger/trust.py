@@ -85,6 +85,12 @@ def origin_places(origin: dict) -> list[tuple[tuple[str, int], str]]:
     return places + [((hop["ledger_id"], hop["position"]), hop["hash"]) for hop in origin.get("via", ())]
 
 
+def recorded_places(payload: dict) -> list[tuple[tuple[str, int], str]]:
+    """The places an `ImportedPlacesRecorded` event holds, as origin_places gives them: those of
+    events an import reached a second way, which their origins (fixed when they came) lack."""
+    return [((place["ledger_id"], place["position"]), place["hash"]) for place in payload["places"]]
+
+
 def signature_valid(public_key: str, signature: str, ledger_id: str, head_position: int, head_hash: str) -> bool:
     try:
         key = Ed25519PublicKey.from_public_bytes(base64.b64decode(public_key, validate=True))

@@ -145,6 +145,31 @@ def test_a_checkpoint_on_an_imported_head_still_verifies_two_imports_later(expor
                                                                        passed_on["origin"]["position"] + 2]
 
 
+def test_an_event_reached_by_two_ways_is_kept_once_and_its_other_place_recorded(export_file, tmp_path):
+    """A ledger that imported the first export and then an export of a ledger that passed it on
+    at once (its checkpoint signs the first's checkpoint under its own position): the events are
+    not appended again, their places on the second way are recorded apart, and every checkpoint
+    verifies; importing the second export again records nothing more."""
+    erase_ledger()
+    initialise_ledger("second ledger", "user:test")
+    import_ledger(export_file, "user:importer")
+    second = _export(tmp_path / "second.jsonl")
+    second_ledger = lines(second)[0]["payload"]["ledger_id"]
+    erase_ledger()
+    initialise_ledger("third ledger", "user:test")
+    assert import_ledger(export_file, "user:importer") == (5, 0)
+    assert import_ledger(second, "user:importer") == (2, 5)  # its own start and its checkpoint
+    (recorded,) = stream_events("ledger/imported-places")
+    assert recorded.type == "ImportedPlacesRecorded"
+    assert {(p["ledger_id"], p["position"]) for p in recorded.data["places"]} == {(second_ledger, n) for n in range(2, 7)}
+    report = verify_ledger()
+    assert report.ok, report.summary()
+    assert import_ledger(second, "user:importer") == (0, 7)
+    assert len(stream_events("ledger/imported-places")) == 1
+    third = _export(tmp_path / "third.jsonl")
+    assert verify_export(third.read_text().splitlines()).checkpoints == 3
+
+
 def test_a_bad_file_imports_nothing_and_names_the_line(export_file):
     records = lines(export_file)
     records[3]["actor"] = "user:mallory"
