@@ -83,7 +83,8 @@ def import_ledger(path: Path, actor: str) -> tuple[int, int]:
         existing = recorded_here.get(record["event_id"])
         fields = (record["stream"], record["type"], record["schema_version"], payload, record["actor"], _first(origin))
         if existing is not None and fields == (
-            existing.stream, existing.type, existing.schema_version, existing.payload, existing.actor, _first(existing.origin)
+            existing.stream, existing.type, existing.schema_version, existing.payload, existing.actor,
+            _first(_origin_here(existing, local)),
         ):
             # the same event, here already; reached by another way, its places on this way are recorded apart
             places += _new_places(existing, origin, known_places)
@@ -128,10 +129,17 @@ def _known_places() -> set[tuple[str, str, int]]:
 def _new_places(existing: RecordedEvent, origin: dict, known: set[tuple[str, str, int]]) -> list[dict]:
     """The places this way gives an event already here that neither its origin nor an earlier
     record holds: a checkpoint of the ledger that passed it on may sign one of them."""
-    held = {place for place, _ in origin_places(existing.origin)} if existing.origin else set()
+    held = {place for place, _ in origin_places(existing.origin)} if existing.origin else set()  # its own: none
     return [{"event_id": existing.event_id, "ledger_id": ledger, "position": position, "hash": hash_}
             for (ledger, position), hash_ in origin_places(origin)
             if (ledger, position) not in held and (existing.event_id, ledger, position) not in known]
+
+
+def _origin_here(event: RecordedEvent, local: str) -> dict:
+    """An event's origin; for one of this ledger's own, the origin another ledger gives it on import
+    (so an own event that comes back in another ledger's export is known as itself, not copied)."""
+    return event.origin or {"ledger_id": local, "position": event.position, "hash": event.hash,
+                            "recorded_at": event.recorded_at}
 
 
 def _first(origin: dict | None) -> dict | None:

@@ -14,7 +14,7 @@ from ledger.errors import LedgerError
 from ledger.models import Event, KnownLedger
 from ledger.services import append, initialise_ledger
 from ledger.selectors import stream_events
-from ledger.transfer import IMPORTED_ID_NAMESPACE, export_ledger, import_ledger
+from ledger.transfer import IMPORTED_ID_NAMESPACE, export_ledger, import_ledger, restore_ledger
 from ledger.verification import verify_ledger
 from ledger.verify_export import ExportError, verify_export
 from tests.conftest import downgrade, erase_ledger, some_events
@@ -168,6 +168,22 @@ def test_an_event_reached_by_two_ways_is_kept_once_and_its_other_place_recorded(
     assert len(stream_events("ledger/imported-places")) == 1
     third = _export(tmp_path / "third.jsonl")
     assert verify_export(third.read_text().splitlines()).checkpoints == 3
+
+
+def test_own_events_that_come_back_in_another_ledgers_export_are_not_copied(export_file, tmp_path):
+    """A device call imports the shipped export and exports at once; the ledger that shipped it
+    imports that: its own events are known as themselves (their places there recorded apart)."""
+    own = Event.objects.count()
+    erase_ledger()
+    initialise_ledger("second ledger", "user:test")
+    import_ledger(export_file, "user:importer")
+    second = _export(tmp_path / "second.jsonl")
+    erase_ledger()
+    restore_ledger(export_file)  # the first ledger itself again
+    assert import_ledger(second, "user:importer") == (2, own)
+    assert Event.objects.count() == own + 3  # the second's start and checkpoint, and the places recorded
+    report = verify_ledger()
+    assert report.ok, report.summary()
 
 
 def test_a_bad_file_imports_nothing_and_names_the_line(export_file):
