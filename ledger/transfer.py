@@ -81,13 +81,13 @@ def import_ledger(path: Path, actor: str) -> tuple[int, int]:
         origin = _origin(record, summary.ledger_id)
         event_id = uuid.UUID(record["event_id"])
         existing = recorded_here.get(record["event_id"])
+        here = _origin_here(existing, local) if existing is not None else None
         fields = (record["stream"], record["type"], record["schema_version"], payload, record["actor"], _first(origin))
         if existing is not None and fields == (
-            existing.stream, existing.type, existing.schema_version, existing.payload, existing.actor,
-            _first(_origin_here(existing, local)),
+            existing.stream, existing.type, existing.schema_version, existing.payload, existing.actor, _first(here)
         ):
             # the same event, here already; reached by another way, its places on this way are recorded apart
-            places += _new_places(existing, origin, known_places)
+            places += _new_places(existing.event_id, here, origin, known_places)
             origin = existing.origin
         elif existing is not None:
             origin = {**origin, "event_id": record["event_id"]}
@@ -126,13 +126,13 @@ def _known_places() -> set[tuple[str, str, int]]:
             for event in stream_events(PLACES_STREAM) for place in event.data["places"]}
 
 
-def _new_places(existing: RecordedEvent, origin: dict, known: set[tuple[str, str, int]]) -> list[dict]:
-    """The places this way gives an event already here that neither its origin nor an earlier
-    record holds: a checkpoint of the ledger that passed it on may sign one of them."""
-    held = {place for place, _ in origin_places(existing.origin)} if existing.origin else set()  # its own: none
-    return [{"event_id": existing.event_id, "ledger_id": ledger, "position": position, "hash": hash_}
+def _new_places(event_id: str, here: dict, origin: dict, known: set[tuple[str, str, int]]) -> list[dict]:
+    """The places this way (`origin`) gives an event already here that neither its origin here
+    (`here`) nor an earlier record holds: a checkpoint of the ledger that passed it on may sign one."""
+    held = {place for place, _ in origin_places(here)}
+    return [{"event_id": event_id, "ledger_id": ledger, "position": position, "hash": hash_}
             for (ledger, position), hash_ in origin_places(origin)
-            if (ledger, position) not in held and (existing.event_id, ledger, position) not in known]
+            if (ledger, position) not in held and (event_id, ledger, position) not in known]
 
 
 def _origin_here(event: RecordedEvent, local: str) -> dict:

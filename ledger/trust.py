@@ -85,10 +85,14 @@ def origin_places(origin: dict) -> list[tuple[tuple[str, int], str]]:
     return places + [((hop["ledger_id"], hop["position"]), hop["hash"]) for hop in origin.get("via", ())]
 
 
-def recorded_places(payload: dict) -> list[tuple[tuple[str, int], str]]:
-    """The places an `ImportedPlacesRecorded` event holds, as origin_places gives them: those of
-    events an import reached a second way, which their origins (fixed when they came) lack."""
-    return [((place["ledger_id"], place["position"]), place["hash"]) for place in payload["places"]]
+def places_held(event_type: str, origin: dict | None, payload: dict) -> list[tuple[tuple[str, int], str]]:
+    """The ((ledger, position), hash) places an event vouches for, which imported checkpoints may
+    sign: an imported event's own (origin_places), and those an `ImportedPlacesRecorded` event holds
+    for events an import reached a second way, whose origins (fixed when they came) lack them."""
+    places = origin_places(origin) if origin is not None else []
+    if event_type == "ImportedPlacesRecorded":
+        places += [((place["ledger_id"], place["position"]), place["hash"]) for place in payload["places"]]
+    return places
 
 
 def signature_valid(public_key: str, signature: str, ledger_id: str, head_position: int, head_hash: str) -> bool:

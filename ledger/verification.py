@@ -25,8 +25,8 @@ from .models import Event, ProjectionState, VerificationRun
 from .projection_base import MemoryRows, registered
 from .records import RecordedEvent
 from .services import iso_utc, lock_chain
-from .trust import (SERVICE_HOW_TO_TRUST, Signed, covered_unknown, first_uncovered, origin_places, recorded_places,
-                    signature_valid, untrusted_message)
+from .trust import (SERVICE_HOW_TO_TRUST, Signed, covered_unknown, first_uncovered, places_held, signature_valid,
+                    untrusted_message)
 
 Progress = Callable[[int], None]
 COLUMNS = ("position", "event_id", "stream", "version", "type", "schema_version", "actor", "recorded_at", "body", "prev_hash", "hash")
@@ -173,12 +173,9 @@ def verify_ledger(progress: Progress | None = None, replay: bool = True, held: I
                 if event.version != expected_version:
                     raise _Failure(position, f"stream {event.stream} jumps to version {event.version}, expected {expected_version}")
                 stream_versions[event.stream] = event.version
-                if event.origin is not None:
-                    origin_hashes.update(origin_places(event.origin))
-                elif event.type == "LedgerInitialised" and local_ledger is None:
+                origin_hashes.update(places_held(event.type, event.origin, event.data))
+                if event.origin is None and event.type == "LedgerInitialised" and local_ledger is None:
                     local_ledger = event.data["ledger_id"]
-                if event.type == "ImportedPlacesRecorded":
-                    origin_hashes.update(recorded_places(event.data))
                 if event.type == "CheckpointSigned":
                     checkpoints.append(event)
                 if replay:

@@ -21,7 +21,7 @@ from typing import Any, Iterable, Iterator
 
 from ledger.canonical import GENESIS_HASH, HASHED_FIELDS, chain_hash, event_body
 from ledger.trust import (DEFAULT_KEYS_FILE, Signed, TrustError, covered_unknown, fingerprint, first_uncovered,
-                          origin_places, recorded_places, signature_valid, trusted_keys, untrusted_message)
+                          places_held, signature_valid, trusted_keys, untrusted_message)
 
 LINE_FIELDS = frozenset(HASHED_FIELDS) | {"prev_hash", "hash"}
 # The longest line accepted, checked before the line is parsed. The longest line of any shipped
@@ -128,10 +128,7 @@ def verify_export(lines: Iterable[str], keep_events: bool = False) -> ExportSumm
             if record["type"] != "LedgerInitialised" or record["origin"] is not None:
                 raise ExportError(number, "an export starts with its own LedgerInitialised event")
             summary.ledger_id = record["payload"]["ledger_id"]
-        if record["origin"] is not None:
-            origin_hashes.update(origin_places(record["origin"]))
-        if record["type"] == "ImportedPlacesRecorded":
-            origin_hashes.update(recorded_places(record["payload"]))
+        origin_hashes.update(places_held(record["type"], record["origin"], record["payload"]))
         if record["type"] == "CheckpointSigned":
             checkpoints.append((number, record["payload"], record["origin"], record["position"]))
         hashes[record["position"]] = record["hash"]
