@@ -14,7 +14,8 @@ the same inputs (a variant that differs is reported, not timed); the gate does t
 (and on rows8 where it is offered), beside those kernels unchanged; `--family march` its third
 (`alternate`: odd chunks march down) the same way; `--family lean` session 30's `split` and
 `stride` (fewer instructions a plane, benchmarks/sass_count.py) on each of those kernels, with and
-without `alternate`, and `split` alone on rows16.
+without `alternate`, and `split` alone on rows16; `--family stream` session 32's `streaming` (evict-first
+output stores) on each lean kernel.
 
 On the device machine (docs/gpu.md):
 
@@ -78,6 +79,13 @@ def lean_variants(case) -> list[tuple[str, dict]]:
     changes = [("", {}), ("+lean", lean), ("+alternate", {"alternate": True}), ("+alternate+lean", {"alternate": True, **lean})]
     made = [(name + label, {**base, **kernel, **change}) for name, kernel in kernels for label, change in changes]
     return made + [("rows16+split", {**base, "by": 8, "split": True})]
+
+
+def stream_variants(case) -> list[tuple[str, dict]]:
+    """rows16 as gated (the column every row is divided by), each `lean` kernel marching up and down,
+    and each of those with session 32's evict-first output stores (`streaming`)."""
+    made = [(label, p) for label, p in lean_variants(case) if label == "rows16" or label.endswith("+lean")]
+    return made + [(f"{label}+stream", {**p, "streaming": True}) for label, p in made if label != "rows16"]
 
 
 def sweep_case(backend, case_id: str, passes: int, launches: int, candidates=None, extra=None) -> dict:
@@ -185,9 +193,9 @@ def sweep_rows16(backend, case_id: str, passes: int, launches: int) -> tuple[dic
 
 
 def sweep_changes(backend, case_id: str, passes: int, launches: int, march: bool = False,
-                  lean: bool = False) -> tuple[dict, str]:
+                  lean: bool = False, stream: bool = False) -> tuple[dict, str]:
     case = parse_case(case_id)
-    made = lean_variants(case) if lean else change_variants(case, march)
+    made = stream_variants(case) if stream else lean_variants(case) if lean else change_variants(case, march)
     row = sweep_case(backend, case_id, passes, launches, [(label, p, render) for label, p in made])
     best = row["variants"].get(row["best"], {})
     return row, (f"best {row['best']} {best.get('percent_of_copy')}% of copy, {best.get('x_rows16')}x rows16, "
@@ -197,7 +205,8 @@ def sweep_changes(backend, case_id: str, passes: int, launches: int, march: bool
 def main() -> int:
     return sweep_main(__doc__.splitlines()[0], "comma-separated case ids (T = 1 types)", sweep_rows16,
                       {"changes": sweep_changes, "march": lambda *a: sweep_changes(*a, march=True),
-                       "lean": lambda *a: sweep_changes(*a, lean=True)})
+                       "lean": lambda *a: sweep_changes(*a, lean=True),
+                       "stream": lambda *a: sweep_changes(*a, stream=True)})
 
 
 if __name__ == "__main__":

@@ -6,6 +6,9 @@ The timing of the variants is temporal_sweep.py's; this only gives ncu a process
 DRAM bytes go on the memory-bound cases (session 28, scripts/rows16_ncu.sh); `rows8` the same with
 8-byte vectors and `straightforward` the harness's own kernel, the bound of the f16 cases
 (session 29, scripts/f16_ncu.sh: what the fair f16 kernel does that the plane queue does not).
+`--candidate NAME` launches what a campaign submits under that name (forge/candidates.py, the subject
+before its colon: `rows8+lean`), byte for byte the source the gate measured (session 32,
+scripts/lean_ncu.sh).
 
 On the device machine (docs/gpu.md):
 
@@ -33,6 +36,7 @@ def main() -> int:
     parser.add_argument("--skip", action="store_true")
     parser.add_argument("--design", choices=["pipe", "rows16", "rows8", "straightforward"], default="pipe")
     parser.add_argument("--by", type=int, default=8, help="rows16: rows a block (4: short4)")
+    parser.add_argument("--candidate", help="a campaign candidate's name (forge/candidates.py), instead of --design")
     options = parser.parse_args()
     from measurement.backends import get_backend
     from measurement.backends.base import Kernel, Variant
@@ -40,7 +44,14 @@ def main() -> int:
 
     case = parse_case(options.case)
     backend = get_backend("cuda")
-    if options.design == "straightforward":
+    if options.candidate:
+        from forge.candidates import matrix_candidates
+
+        named = {subject.split(":")[0]: (source, launch) for subject, launch, _, source in matrix_candidates(case)}
+        if options.candidate not in named:
+            parser.error(f"{case.id} has no candidate {options.candidate!r}; it has {', '.join(named)}")
+        (source, launch), label = named[options.candidate], options.candidate
+    elif options.design == "straightforward":
         kernel = backend.straightforward(case)
         source, launch, label = kernel.source, kernel.launch, "straightforward"
     elif options.design in ("rows16", "rows8"):

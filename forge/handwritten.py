@@ -22,7 +22,8 @@ are written by a person, per case, around one design that kernelgen does not hav
   the candidate is correct on every shape the checks use.
 
 Coefficients stay run-time (the ABI), the shape stays run-time; R, V, L and the class structure
-are compile-time. `render(case, nv, by, chunk, vector_bytes, shuffle, l2_prefetch, alternate)` and
+are compile-time. `render(case, nv, by, chunk, vector_bytes, shuffle, l2_prefetch, alternate, split, stride,
+streaming)` and
 `render_temporal(case, by, chunk)` return (source, launch, hypothesis); forge/candidates.py lists what a campaign submits.
 """
 from __future__ import annotations
@@ -50,7 +51,7 @@ def default_chunk(case: Case, nv: int) -> int:
 
 def render(case: Case, nv: int = 1, by: int = 8, chunk: int | None = None, vector_bytes: int = VECTOR_BYTES,
            shuffle: bool = False, l2_prefetch: bool = False, alternate: bool = False, split: bool = False,
-           stride: bool = False) -> tuple[str, dict, str]:
+           stride: bool = False, streaming: bool = False) -> tuple[str, dict, str]:
     """`shuffle`, `l2_prefetch` and `alternate` are the changes of session 28 (docs/forge.md), each
     off renders the gated sources byte for byte. `alternate`: odd chunks march down z (y in 2D), so
     two neighbouring chunks read the planes at their shared boundary at about the same time, both
@@ -68,7 +69,12 @@ def render(case: Case, nv: int = 1, by: int = 8, chunk: int | None = None, vecto
     unused one predicated off: the SASS of rows16 on star_1 f16 (`benchmarks/sass_count.py`) has 411
     instructions in its two-plane loop, 308 with `split`, and 47 registers instead of 64. `stride`:
     the plane's address advanced by the plane stride each step instead of recomputed from k in 64
-    bits (284 with both)."""
+    bits (284 with both).
+
+    `streaming` (session 32): the output vectors stored evict-first (`st.global.cs`), for the f32
+    cases that read more than their compulsory bytes from DRAM (ncu: rows16 1.10x at star_1/512^3 and
+    256^3): written lines then leave the L2 before the input rows and planes that the neighbouring
+    blocks and chunks read again."""
     stencil = case.stencil
     if stencil.time_steps != 1:
         raise ValueError(f"{case.type}: the plane-queue design is for one application (T = 1), not {stencil.time_steps}"
@@ -88,12 +94,14 @@ def render(case: Case, nv: int = 1, by: int = 8, chunk: int | None = None, vecto
     setup = [f"    const acc_t c{k} = (acc_t)coef[{k}];" for k in range(len(stencil.classes))]
     changes = [n for n, on in (("x halo by warp shuffles", shuffle), ("L2::256B loads", l2_prefetch),
                                 ("odd chunks march down", alternate), ("vector and lane paths in two loops", split),
-                                ("plane address advanced by the stride", stride)) if on]
+                                ("plane address advanced by the stride", stride),
+                                ("evict-first output stores", streaming)) if on]
     if changes:
         comment.append(f"/* Changes: {', '.join(changes)}. */")
     source = _marching_kernel(case, v, vw, chunk, comment, [], setup,
                               _plane_body(case, _plane_plan(case), v, vw, "        ", shuffle),
-                              shuffle=shuffle, l2_prefetch=l2_prefetch, alternate=alternate, split=split, stride=stride)
+                              shuffle=shuffle, l2_prefetch=l2_prefetch, alternate=alternate, split=split, stride=stride,
+                              streaming=streaming)
     hypothesis = (
         f"{case.id}: {vector_bytes}-byte row loads ({v} x-points per thread) and a {2 * stencil.radius + 1}-deep register queue marching "
         f"{chunk} {'planes' if three else 'rows'} cut the load instructions per point and read each input plane once; "
@@ -165,7 +173,7 @@ def _launch(case: Case, v: int, by: int, chunk: int) -> dict:
 def _marching_kernel(case: Case, v: int, vw: int, chunk: int, comment: list[str], file_scope: list[str],
                      setup: list[str], body: list[str], unroll: int = 2, shuffle: bool = False,
                      l2_prefetch: bool = False, alternate: bool = False, split: bool = False,
-                     stride: bool = False) -> str:
+                     stride: bool = False, streaming: bool = False) -> str:
     """The skeleton both designs share: thread -> (V x-points, row, chunk of planes), the
     register queue of 2H+1 partial output planes (H = the halo), its store and shift; `setup`
     runs before any thread returns (it may synchronise), `body` adds plane k into the queue.
@@ -178,7 +186,7 @@ def _marching_kernel(case: Case, v: int, vw: int, chunk: int, comment: list[str]
         "#include <cuda_fp16.h>" if case.precision == "f16" else None,
         f"typedef {cuda_type(case.precision)} elem_t;",
         f"typedef {acc_type(case.precision)} acc_t;",
-        *vector_helpers(case.precision, vw, vw * case.dtype.itemsize, l2_prefetch),
+        *vector_helpers(case.precision, vw, vw * case.dtype.itemsize, l2_prefetch, streaming),
         *file_scope,
         'extern "C" __global__ void stencil(const elem_t* __restrict__ u, const elem_t* __restrict__ a,',
         "                                   elem_t* __restrict__ y, const double* __restrict__ coef,",

@@ -33,7 +33,11 @@ def _hinted_load(vtype: str) -> list[str]:
     ]
 
 
-def vector_helpers(precision: str, vw: int, vector_bytes: int, l2_prefetch: bool = False) -> list[str]:
+def vector_helpers(precision: str, vw: int, vector_bytes: int, l2_prefetch: bool = False,
+                   streaming: bool = False) -> list[str]:
+    """`streaming`: the vector store as `__stcs` (PTX `st.global.cs`, evict first), so the output
+    lines leave the L2 first and the inputs that neighbouring blocks and chunks read again stay (the
+    CPU emulation, which has no __CUDA_ARCH__, stores plainly)."""
     vtype = VECTOR_TYPE[precision, vector_bytes]
     if precision == "f16":
         load = [
@@ -59,9 +63,13 @@ def vector_helpers(precision: str, vw: int, vector_bytes: int, l2_prefetch: bool
         scalar = ["#define LOAD(p, k) ((acc_t)(p)[k])", "#define STORE(v) ((elem_t)(v))"]
     if l2_prefetch:
         load[0] = f"    const {vtype} v = load_hinted(reinterpret_cast<const {vtype}*>(p));"
+    if streaming:
+        store[-1] = f"    STORE_VECTOR(reinterpret_cast<{vtype}*>(p), v);"
     return [
         *scalar,
         *(_hinted_load(vtype) if l2_prefetch else []),
+        *(["#if defined(__CUDA_ARCH__)", "#define STORE_VECTOR(p, v) __stcs(p, v)", "#else",
+           "#define STORE_VECTOR(p, v) (*(p) = (v))", "#endif"] if streaming else []),
         "/* VW lanes from a 16-byte aligned address, converted to acc_t, and back. */",
         "__device__ __forceinline__ void load_vector(const elem_t* p, acc_t* out)",
         "{", *load, "}",

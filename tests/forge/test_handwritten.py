@@ -98,10 +98,12 @@ CHANGED = ["star_1/6x7x200/f32", "star_1/5x6x64/f64", "box_1/5x6x256/f16", "star
 
 @pytest.mark.parametrize("case_id", CHANGED)
 # (l2_prefetch is not here: its hint is PTX, and the CPU reads plainly; the H200 sweep checked every variant's
-# output against the straightforward kernel's, docs/benchmarks/handwritten_changes_h200_s28.json)
+# output against the straightforward kernel's, docs/benchmarks/handwritten_changes_h200_s28.json; session 32's
+# `streaming` is, but only its addressing: the CPU stores plainly where the device stores by __stcs)
 @pytest.mark.parametrize("changes", [{"shuffle": True}, {"alternate": True, "chunk": 2}, {"alternate": True, "chunk": 3, "by": 4},
                                      {"split": True}, {"split": True, "stride": True, "chunk": 3},
-                                     {"alternate": True, "split": True, "stride": True, "chunk": 3}])
+                                     {"alternate": True, "split": True, "stride": True, "chunk": 3},
+                                     {"streaming": True, "split": True, "stride": True, "chunk": 3}])
 def test_the_session_28_and_30_changes_are_correct(case_id, changes):
     case = parse_case(case_id)
     source, launch, _ = render(case, **changes)
