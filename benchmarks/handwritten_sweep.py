@@ -15,7 +15,7 @@ the same inputs (a variant that differs is reported, not timed); the gate does t
 (`alternate`: odd chunks march down) the same way; `--family lean` session 30's `split` and
 `stride` (fewer instructions a plane, benchmarks/sass_count.py) on each of those kernels, with and
 without `alternate`, and `split` alone on rows16; `--family stream` session 32's `streaming` (evict-first
-output stores) on each lean kernel.
+output stores) on each lean kernel; `--family rows` its `ry` (several rows a thread) on each lean kernel.
 
 On the device machine (docs/gpu.md):
 
@@ -192,10 +192,26 @@ def sweep_rows16(backend, case_id: str, passes: int, launches: int) -> tuple[dic
     return row, f"best {row['best']} {best.get('percent_of_copy')}% of copy, {best.get('x_rows16')}x rows16"
 
 
+def rows_variants(case) -> list[tuple[str, dict]]:
+    """rows16 as gated, then each `lean` kernel (marching up; rows16 and short4 marching down too where
+    forge/candidates.py `marching_down` offers it) with 1, 2 and 4 rows a thread (session 32's `ry`)."""
+    base = {"nv": 1, "chunk": default_chunk(case, 1), "split": True, "stride": True}
+    kernels = [("rows16", {"by": 8}), ("short4", {"by": 4})]
+    if rows8_fits(case):
+        kernels.append(("rows8", {"by": 8, "vector_bytes": 8}))
+    marches = [("", {})] + ([("+alternate", {"alternate": True})] if case.precision != "f64" and case.stencil.radius == 1 else [])
+    made = [("rows16", {"nv": 1, "chunk": base["chunk"], "by": 8})]
+    for (name, kernel), (march, down) in [(k, m) for m in marches for k in kernels]:
+        for ry in (1, 2, 4):
+            made.append((f"{name}{march}+lean{f'+ry{ry}' if ry > 1 else ''}", {**base, **kernel, **down, "ry": ry}))
+    return made
+
+
 def sweep_changes(backend, case_id: str, passes: int, launches: int, march: bool = False,
-                  lean: bool = False, stream: bool = False) -> tuple[dict, str]:
+                  lean: bool = False, stream: bool = False, rows: bool = False) -> tuple[dict, str]:
     case = parse_case(case_id)
-    made = stream_variants(case) if stream else lean_variants(case) if lean else change_variants(case, march)
+    made = (rows_variants(case) if rows else stream_variants(case) if stream else lean_variants(case) if lean
+            else change_variants(case, march))
     row = sweep_case(backend, case_id, passes, launches, [(label, p, render) for label, p in made])
     best = row["variants"].get(row["best"], {})
     return row, (f"best {row['best']} {best.get('percent_of_copy')}% of copy, {best.get('x_rows16')}x rows16, "
@@ -206,7 +222,8 @@ def main() -> int:
     return sweep_main(__doc__.splitlines()[0], "comma-separated case ids (T = 1 types)", sweep_rows16,
                       {"changes": sweep_changes, "march": lambda *a: sweep_changes(*a, march=True),
                        "lean": lambda *a: sweep_changes(*a, lean=True),
-                       "stream": lambda *a: sweep_changes(*a, stream=True)})
+                       "stream": lambda *a: sweep_changes(*a, stream=True),
+                       "rows": lambda *a: sweep_changes(*a, rows=True)})
 
 
 if __name__ == "__main__":

@@ -33,7 +33,8 @@ import math
 from measurement.harness.cases import Case
 from measurement.harness.codegen import acc_type, composed_star1_polynomials, cuda_type
 
-from .handwritten_loads import row_load, vector_helpers
+from .handwritten_bodies import plane_body, plane_plan, temporal_body
+from .handwritten_loads import vector_helpers
 
 VECTOR_BYTES = 16
 THREADS_WANTED = 1 << 17  # about the H200's resident threads at ~64 registers (132 SMs x 1024)
@@ -51,7 +52,7 @@ def default_chunk(case: Case, nv: int) -> int:
 
 def render(case: Case, nv: int = 1, by: int = 8, chunk: int | None = None, vector_bytes: int = VECTOR_BYTES,
            shuffle: bool = False, l2_prefetch: bool = False, alternate: bool = False, split: bool = False,
-           stride: bool = False, streaming: bool = False) -> tuple[str, dict, str]:
+           stride: bool = False, streaming: bool = False, ry: int = 1) -> tuple[str, dict, str]:
     """`shuffle`, `l2_prefetch` and `alternate` are the changes of session 28 (docs/forge.md), each
     off renders the gated sources byte for byte. `alternate`: odd chunks march down z (y in 2D), so
     two neighbouring chunks read the planes at their shared boundary at about the same time, both
@@ -74,11 +75,19 @@ def render(case: Case, nv: int = 1, by: int = 8, chunk: int | None = None, vecto
     `streaming` (session 32): the output vectors stored evict-first (`st.global.cs`), for the f32
     cases that read more than their compulsory bytes from DRAM (ncu: rows16 1.10x at star_1/512^3 and
     256^3): written lines then leave the L2 before the input rows and planes that the neighbouring
-    blocks and chunks read again."""
+    blocks and chunks read again.
+
+    `ry` (session 32, 3D): each thread computes `ry` consecutive rows, with a queue for each, and
+    loads the ry + 2R rows of their footprint once, so the rows between its first and last take
+    their y neighbours from its own registers. Aimed at the L2 throughput that limits star_2 f32
+    (ncu, scripts/lean_ncu.sh: L2 at 90% of its peak, 1.86x the compulsory reads into the SM from
+    the L2, DRAM at 69%): a block then reads ry x by + 2R rows for ry x by output rows."""
     stencil = case.stencil
     if stencil.time_steps != 1:
         raise ValueError(f"{case.type}: the plane-queue design is for one application (T = 1), not {stencil.time_steps}"
                          " (render_temporal is for T > 1)")
+    if ry > 1 and (stencil.dims != 3 or shuffle):
+        raise ValueError("several rows a thread (ry) are for 3D stencils without the shuffled x halo")
     chunk = chunk or default_chunk(case, nv)
     vw = vector_bytes // case.dtype.itemsize
     v = vw * nv
@@ -95,19 +104,20 @@ def render(case: Case, nv: int = 1, by: int = 8, chunk: int | None = None, vecto
     changes = [n for n, on in (("x halo by warp shuffles", shuffle), ("L2::256B loads", l2_prefetch),
                                 ("odd chunks march down", alternate), ("vector and lane paths in two loops", split),
                                 ("plane address advanced by the stride", stride),
-                                ("evict-first output stores", streaming)) if on]
+                                ("evict-first output stores", streaming),
+                                (f"{ry} rows a thread", ry > 1)) if on]
     if changes:
         comment.append(f"/* Changes: {', '.join(changes)}. */")
     source = _marching_kernel(case, v, vw, chunk, comment, [], setup,
-                              _plane_body(case, _plane_plan(case), v, vw, "        ", shuffle),
+                              plane_body(case, plane_plan(case), v, vw, "        ", shuffle, ry),
                               shuffle=shuffle, l2_prefetch=l2_prefetch, alternate=alternate, split=split, stride=stride,
-                              streaming=streaming)
+                              streaming=streaming, ry=ry)
     hypothesis = (
         f"{case.id}: {vector_bytes}-byte row loads ({v} x-points per thread) and a {2 * stencil.radius + 1}-deep register queue marching "
         f"{chunk} {'planes' if three else 'rows'} cut the load instructions per point and read each input plane once; "
         f"expected near the copy bandwidth if the bottleneck is load issue, not DRAM."
     )
-    return source, _launch(case, v, by, chunk), hypothesis
+    return source, _launch(case, v, by * ry, chunk), hypothesis
 
 
 def render_temporal(case: Case, by: int = 4, chunk: int | None = None) -> tuple[str, dict, str]:
@@ -155,7 +165,7 @@ def render_temporal(case: Case, by: int = 4, chunk: int | None = None) -> tuple[
     ]
     index = {c: k for k, c in enumerate(classes)}
     # the plane loop is not unrolled: unrolled twice, the T = 8 body spills registers (nvcc -arch=sm_90 -Xptxas -v)
-    source = _marching_kernel(case, vw, vw, chunk, comment, table, setup, _temporal_body(case, index, vw, "        "),
+    source = _marching_kernel(case, vw, vw, chunk, comment, table, setup, temporal_body(case, index, vw, "        "),
                               unroll=1)
     hypothesis = (f"{case.id}: the {t} steps as one octahedron whose ±dy rows and ±dx lanes are summed before their "
                   f"shared weight multiplies, through a plane queue: about {math.comb(t + 3, 3)} multiply-adds per point "
@@ -173,7 +183,7 @@ def _launch(case: Case, v: int, by: int, chunk: int) -> dict:
 def _marching_kernel(case: Case, v: int, vw: int, chunk: int, comment: list[str], file_scope: list[str],
                      setup: list[str], body: list[str], unroll: int = 2, shuffle: bool = False,
                      l2_prefetch: bool = False, alternate: bool = False, split: bool = False,
-                     stride: bool = False, streaming: bool = False) -> str:
+                     stride: bool = False, streaming: bool = False, ry: int = 1) -> str:
     """The skeleton both designs share: thread -> (V x-points, row, chunk of planes), the
     register queue of 2H+1 partial output planes (H = the halo), its store and shift; `setup`
     runs before any thread returns (it may synchronise), `body` adds plane k into the queue.
@@ -193,6 +203,7 @@ def _marching_kernel(case: Case, v: int, vw: int, chunk: int, comment: list[str]
         "                                   int nz, int ny, int nx)",
         "{",
         f"    constexpr int R = {stencil.halo}, V = {v}, VW = {vw}, L = {chunk};",
+        f"    constexpr int RY = {ry};  /* rows a thread */" if ry > 1 else None,
         *setup,
         "    const int x0 = (blockIdx.x * blockDim.x + threadIdx.x) * V;",
         *(["    const bool in_x = !(x0 >= nx - R || x0 + V <= R);",
@@ -206,6 +217,11 @@ def _marching_kernel(case: Case, v: int, vw: int, chunk: int, comment: list[str]
         lines += [
             "    const int j = blockIdx.y * blockDim.y + threadIdx.y;",
             "    if (j < R || j >= ny - R) return;",
+        ] if ry == 1 else [
+            "    const int j = (blockIdx.y * blockDim.y + threadIdx.y) * RY;  /* the first of the thread's rows */",
+            "    if (j + RY <= R || j >= ny - R) return;",
+        ]
+        lines += [
             "    const int kb = R + blockIdx.z * L;",
             "    const int ke = min(kb + L, nz - R);",
             "    const long sk = (long)nx * ny;  /* plane stride */",
@@ -221,7 +237,7 @@ def _marching_kernel(case: Case, v: int, vw: int, chunk: int, comment: list[str]
     aligned = ("(nx % V == 0) && ((((unsigned long long)u | (unsigned long long)y"
                + (" | (unsigned long long)a" if stencil.variable_coefficient else "") + f") & {vw * case.dtype.itemsize - 1}) == 0);")
     lines += ["    if (kb >= ke) return;", f"    const bool {'vec_ok' if split else 'vec'} = {aligned}"]
-    march = _march(case, v, vw, unroll, body, alternate, pragma_on_loop=split or stride, stride=stride)
+    march = _march(case, v, vw, unroll, body, alternate, pragma_on_loop=split or stride, stride=stride, ry=ry)
     if split:  # each loop sees `vec` as a constant, so nvcc emits only its own path
         march = [f"    {line}" if line.strip() and not line.startswith("#") else line for line in march]
         lines += ["    if (vec_ok) {", "        constexpr bool vec = true;", *march,
@@ -233,9 +249,9 @@ def _marching_kernel(case: Case, v: int, vw: int, chunk: int, comment: list[str]
 
 
 def _march(case: Case, v: int, vw: int, unroll: int, body: list[str], alternate: bool, pragma_on_loop: bool,
-           stride: bool) -> list[str]:
+           stride: bool, ry: int = 1) -> list[str]:
     """The queue and the loop over the chunk's planes (with `stride`, `base` advances by the plane
-    stride instead of being k * sk + rowbase)."""
+    stride instead of being k * sk + rowbase; with `ry` > 1, a queue for each of the thread's rows)."""
     three = case.stencil.dims == 3
     pragma = f"#pragma unroll {unroll}"
     if alternate:
@@ -263,123 +279,73 @@ def _march(case: Case, v: int, vw: int, unroll: int, body: list[str], alternate:
             head = [pragma, "    for (int k = kb - R; k < ke + R; ++k) {", "        const long base = (long)k * sk + rowbase;"]
             out = "(long)(k - R) * sk + rowbase"
         complete = "k - R >= kb"
+    if ry == 1:
+        return [
+            "    acc_t q[2 * R + 1][V];",
+            "#pragma unroll",
+            "    for (int s = 0; s < 2 * R + 1; ++s)",
+            "#pragma unroll",
+            "        for (int i = 0; i < V; ++i) q[s][i] = 0;",
+            *head,
+            *body,
+            f"        if ({complete}) {{",
+            f"            const long out = {out};",
+            *_store(case, v, vw, "            "),
+            "        }",
+            "#pragma unroll",
+            "        for (int s = 0; s < 2 * R; ++s)",
+            "#pragma unroll",
+            "            for (int i = 0; i < V; ++i) q[s][i] = q[s + 1][i];",
+            "#pragma unroll",
+            "        for (int i = 0; i < V; ++i) q[2 * R][i] = 0;",
+            "    }",
+        ]
     return [
-        "    acc_t q[2 * R + 1][V];",
+        "    acc_t q[RY][2 * R + 1][V];",
         "#pragma unroll",
-        "    for (int s = 0; s < 2 * R + 1; ++s)",
+        "    for (int t = 0; t < RY; ++t)",
         "#pragma unroll",
-        "        for (int i = 0; i < V; ++i) q[s][i] = 0;",
+        "        for (int s = 0; s < 2 * R + 1; ++s)",
+        "#pragma unroll",
+        "            for (int i = 0; i < V; ++i) q[t][s][i] = 0;",
         *head,
         *body,
         f"        if ({complete}) {{",
         f"            const long out = {out};",
-        *_store(case, v, vw, "            "),
+        "#pragma unroll",
+        "            for (int t = 0; t < RY; ++t) {",
+        "                const long out_t = out + t * (long)nx;",
+        "                if (j + t >= R && j + t < ny - R) {",
+        *_store(case, v, vw, "                    ", queue="q[t][0]", out="out_t"),
+        "                }",
+        "            }",
         "        }",
         "#pragma unroll",
-        "        for (int s = 0; s < 2 * R; ++s)",
+        "        for (int t = 0; t < RY; ++t) {",
         "#pragma unroll",
-        "            for (int i = 0; i < V; ++i) q[s][i] = q[s + 1][i];",
+        "            for (int s = 0; s < 2 * R; ++s)",
         "#pragma unroll",
-        "        for (int i = 0; i < V; ++i) q[2 * R][i] = 0;",
+        "                for (int i = 0; i < V; ++i) q[t][s][i] = q[t][s + 1][i];",
+        "#pragma unroll",
+        "            for (int i = 0; i < V; ++i) q[t][2 * R][i] = 0;",
+        "        }",
         "    }",
     ]
 
 
-def _plane_plan(case: Case) -> dict:
-    """For each plane distance m: {class: [(dy, dx), ...]} of the in-plane offsets it weighs."""
-    stencil = case.stencil
-    lookup = {offset: k for offset, k in zip(stencil.offsets, stencil.class_index)}
-    per_distance: dict[int, dict[int, list[tuple[int, int]]]] = {}
-    for offset, k in lookup.items():
-        m = offset[0]
-        inplane = offset[1:] if stencil.dims == 3 else (0, *offset[1:])
-        if m < 0:
-            mirrored = (-m, *offset[1:])
-            if lookup.get(mirrored) != k:
-                raise ValueError(f"{case.type}: offsets {offset} and {mirrored} differ in class")
-            continue
-        per_distance.setdefault(m, {}).setdefault(k, []).append(tuple(inplane))
-    return per_distance
-
-
-def _rows_needed(plan: dict) -> dict[int, set[int]]:
-    rows: dict[int, set[int]] = {}
-    for classes in plan.values():
-        for offsets in classes.values():
-            for dy, dx in offsets:
-                rows.setdefault(dy, set()).add(dx)
-    return rows
-
-
-def _plane_body(case: Case, plan: dict, v: int, vw: int, indent: str, shuffle: bool = False) -> list[str]:
-    """Load plane k's needed rows, then add its orbit sums into the queue."""
-    rows = _rows_needed(plan)
-    r = case.stencil.radius
-    out: list[str] = []
-    for dy in sorted(rows):
-        lo, hi = min(min(rows[dy]), 0), max(max(rows[dy]), 0)
-        if -lo > vw or hi > vw:
-            raise ValueError(f"{case.type}: an x halo of {max(-lo, hi)} exceeds a {vw}-lane vector")
-        row = f"r{_name(dy)}"
-        offset = f"base + ({dy}L) * nx" if case.stencil.dims == 3 and dy else "base"
-        out += [f"{indent}acc_t {row}[V + 2 * R];", *row_load(row, offset, lo, hi, r, "R", v, vw, indent, shuffle)]
-    out += ["#pragma unroll", f"{indent}for (int i = 0; i < V; ++i) {{"]
-    inner = indent + "    "
-    for m in sorted(plan):
-        terms = []
-        for k, offsets in sorted(plan[m].items()):
-            points = " + ".join(f"r{_name(dy)}[R + i + ({dx})]" for dy, dx in sorted(offsets))
-            terms.append(f"c{k} * ({points})")
-        out.append(f"{inner}const acc_t s{m} = {' + '.join(terms)};")
-    for dz in range(-r, r + 1):
-        out.append(f"{inner}q[{r - dz}][i] += s{abs(dz)};")
-    out.append(f"{indent}}}")
-    return out
-
-
-def _temporal_body(case: Case, index: dict, v: int, indent: str) -> list[str]:
-    """Plane k of the octahedron: rows +-a summed, pair sums in x, s_m += w(m,a,b) p_b."""
-    t = case.stencil.time_steps
-    vw = VECTOR_BYTES // case.dtype.itemsize
-    out = [f"{indent}acc_t s[{t + 1}][V];", "#pragma unroll", f"{indent}for (int m = 0; m <= {t}; ++m)", "#pragma unroll",
-           f"{indent}    for (int i = 0; i < V; ++i) s[m][i] = 0;"]
-    for a in range(t + 1):
-        h = t - a
-        out += [f"{indent}{{", f"{indent}    acc_t r[V + {2 * h}];",
-                *row_load("r", f"base + ({a}L) * nx", -h, h, h, str(h), v, vw, indent + "    ")]
-        if a:
-            out += [f"{indent}    {{", f"{indent}        acc_t o[V + {2 * h}];",
-                    *row_load("o", f"base - ({a}L) * nx", -h, h, h, str(h), v, vw, indent + "        "), "#pragma unroll",
-                    f"{indent}        for (int l = 0; l < V + {2 * h}; ++l) r[l] += o[l];", f"{indent}    }}"]
-        inner = indent + "        "
-        out += ["#pragma unroll", f"{indent}    for (int i = 0; i < V; ++i) {{", f"{inner}const acc_t p0 = r[i + {h}];",
-                *[f"{inner}const acc_t p{b} = r[i + {h - b}] + r[i + {h + b}];" for b in range(1, h + 1)]]
-        for m in range(h + 1):
-            terms = " + ".join(f"w[{index[tuple(sorted((m, a, b)))]}] * p{b}" for b in range(h - m + 1))
-            out.append(f"{inner}s[{m}][i] += {terms};")
-        out += [f"{indent}    }}", f"{indent}}}"]
-    out += ["#pragma unroll", f"{indent}for (int i = 0; i < V; ++i) {{", f"{indent}    q[{t}][i] += s[0][i];",
-            *[f"{indent}    q[{t - m}][i] += s[{m}][i]; q[{t + m}][i] += s[{m}][i];" for m in range(1, t + 1)], f"{indent}}}"]
-    return out
-
-
-def _store(case: Case, v: int, vw: int, indent: str) -> list[str]:
-    varcoef = case.stencil.variable_coefficient
-    out = []
-    if varcoef:
-        out += [f"{indent}acc_t w[V];", f"{indent}if (vec) {{",
-                *[f"{indent}    load_vector(a + out + {s}, &w[{s}]);" for s in range(0, v, vw)],
-                f"{indent}}} else {{", "#pragma unroll",
-                f"{indent}    for (int i = 0; i < V; ++i) w[i] = (x0 + i < nx) ? LOAD(a, out + i) : (acc_t)0;",
-                f"{indent}}}", "#pragma unroll", f"{indent}for (int i = 0; i < V; ++i) q[0][i] *= w[i];"]
-    out += [f"{indent}if (vec && x0 >= R && x0 + V <= nx - R) {{",
-            *[f"{indent}    store_vector(y + out + {s}, &q[0][{s}]);" for s in range(0, v, vw)],
-            f"{indent}}} else {{", "#pragma unroll",
-            f"{indent}    for (int i = 0; i < V; ++i)",
-            f"{indent}        if (x0 + i >= R && x0 + i < nx - R) y[out + i] = STORE(q[0][i]);",
-            f"{indent}}}"]
-    return out
-
-
-def _name(dy: int) -> str:
-    return f"m{-dy}" if dy < 0 else f"p{dy}"
+def _store(case: Case, v: int, vw: int, indent: str, queue: str = "q[0]", out: str = "out") -> list[str]:
+    """Store the completed output plane `queue` (times a for varcoef) at offset `out`."""
+    lines = []
+    if case.stencil.variable_coefficient:
+        lines += [f"{indent}acc_t w[V];", f"{indent}if (vec) {{",
+                  *[f"{indent}    load_vector(a + {out} + {s}, &w[{s}]);" for s in range(0, v, vw)],
+                  f"{indent}}} else {{", "#pragma unroll",
+                  f"{indent}    for (int i = 0; i < V; ++i) w[i] = (x0 + i < nx) ? LOAD(a, {out} + i) : (acc_t)0;",
+                  f"{indent}}}", "#pragma unroll", f"{indent}for (int i = 0; i < V; ++i) {queue}[i] *= w[i];"]
+    lines += [f"{indent}if (vec && x0 >= R && x0 + V <= nx - R) {{",
+              *[f"{indent}    store_vector(y + {out} + {s}, &{queue}[{s}]);" for s in range(0, v, vw)],
+              f"{indent}}} else {{", "#pragma unroll",
+              f"{indent}    for (int i = 0; i < V; ++i)",
+              f"{indent}        if (x0 + i >= R && x0 + i < nx - R) y[{out} + i] = STORE({queue}[i]);",
+              f"{indent}}}"]
+    return lines

@@ -10,7 +10,7 @@ import shutil
 import numpy as np
 import pytest
 
-from forge.candidates import matrix_candidates
+from forge.candidates import matrix_candidates, rows8_fits
 from forge.handwritten import render
 from measurement.harness.cases import parse_case
 from measurement.harness.codegen import DEFAULT_CUDA_LAUNCH, straightforward_cuda
@@ -110,6 +110,40 @@ def test_the_session_28_and_30_changes_are_correct(case_id, changes):
     assert source != render(case, by=changes.get("by", 8), chunk=changes.get("chunk"))[0]
     for misalign in (False, True):
         assert judged(case, source, launch, misalign) <= TOLERANCE[case.precision], (changes, misalign)
+
+
+ROWS_A_THREAD = [{"ry": 2}, {"ry": 3, "split": True, "stride": True, "chunk": 3},
+                 {"ry": 2, "alternate": True, "split": True, "stride": True, "chunk": 2, "by": 4},
+                 {"ry": 4, "vector_bytes": 8, "chunk": 3}]
+
+
+@pytest.mark.parametrize("case_id,changes", [(c, changes) for c in CHANGED for changes in ROWS_A_THREAD
+                                             if parse_case(c).stencil.dims == 3
+                                             and (changes.get("vector_bytes") != 8 or rows8_fits(parse_case(c)))])
+def test_several_rows_a_thread_are_correct(case_id, changes):
+    """Session 32's `ry`: y extents of 6-10 rows leave a last thread with rows beyond the grid, and the
+    first thread's rows below the halo, both clamped and never stored."""
+    case = parse_case(case_id)
+    source, launch, _ = render(case, **changes)
+    assert launch["tile"][1] == changes.get("by", 8) * changes["ry"]
+    for misalign in (False, True):
+        assert judged(case, source, launch, misalign) <= TOLERANCE[case.precision], (changes, misalign)
+
+
+def test_a_row_summed_into_the_wrong_queue_is_caught():
+    """The check above can fail: the second row's centre sum added into the first row's queue."""
+    case = parse_case("star_1/6x7x64/f32")
+    source, launch, _ = render(case, ry=2)
+    broken = source.replace("q[1][1][i] += s0_1;", "q[0][1][i] += s0_1;")
+    assert broken != source
+    assert judged(case, broken, launch, False) > TOLERANCE[case.precision]
+
+
+def test_several_rows_a_thread_are_refused_where_they_do_not_apply():
+    with pytest.raises(ValueError, match="3D"):
+        render(parse_case("star2d_1/9x128/f32"), ry=2)
+    with pytest.raises(ValueError, match="shuffled"):
+        render(parse_case("star_1/6x7x200/f32"), ry=2, shuffle=True)
 
 
 def test_a_wrong_plane_in_the_downward_march_is_caught():
