@@ -68,7 +68,7 @@ def matrix_candidates(case: Case) -> list[tuple[str, dict, str, str]]:
     stencil = case.stencil
     if stencil.family == "star" and stencil.dims == 3 and not stencil.variable_coefficient:
         made.append(planes_candidate(case))
-    return made + marching_down(case, chunk) + lean(case, chunk)
+    return made + marching_down(case, chunk) + lean(case, chunk) + rows_a_thread(case, chunk)
 
 
 def marching_down(case: Case, chunk: int) -> list[tuple[str, dict, str, str]]:
@@ -120,4 +120,29 @@ def lean(case: Case, chunk: int) -> list[tuple[str, dict, str, str]]:
                           "not DRAM, limits it (the f16 cases: scripts/f16_ncu.sh).")
             made.append((f"{label}: hand-written plane queue, vector and lane paths in two loops, strided plane address",
                          launch, hypothesis, source))
+    return made
+
+
+def rows_a_thread(case: Case, chunk: int) -> list[tuple[str, dict, str, str]]:
+    """Session 32's `ry` (forge/handwritten.py `render`: each thread computes 2 or 4 consecutive rows
+    and loads their footprint's rows once) on short4's lean kernel, marching up, then down where
+    `marching_down` offers it. Offered where the H200 sweep measured it ahead of every one-row kernel
+    (docs/benchmarks/handwritten_rows_h200_s32.json): the f32 3D radius-1 constant-coefficient
+    stencils (box_1/512^3 83% of copy against 79%, box_1/64x1024^2 86% against 81%, star_1/64x1024^2
+    90% against 88%). It lost everywhere else: star_2, f16 and f64, varcoef_star_1 (the rows' queues
+    take registers those kernels' occupancy cannot spare)."""
+    stencil = case.stencil
+    if case.precision != "f32" or stencil.dims != 3 or stencil.radius != 1 or stencil.variable_coefficient:
+        return []
+    down = "short4" in [name.split("+")[0] for name, *_ in marching_down(case, chunk)]
+    made = []
+    for alternate in (False, True) if down else (False,):
+        for ry in (2, 4):
+            source, launch, _ = render(case, chunk=chunk, by=4, alternate=alternate, split=True, stride=True, ry=ry)
+            label = f"short4{'+alternate' if alternate else ''}+lean+ry{ry}"
+            hypothesis = (f"{case.id}: one change from {label.rsplit('+', 1)[0]}: each thread computes {ry} consecutive rows and "
+                          f"loads the {ry + 2} rows of their footprint once, so a block reads {4 * ry + 2} rows a plane for "
+                          f"{4 * ry} output rows instead of relying on L1 for the y neighbours; gains where the L2's "
+                          "throughput limits it (ncu: L2 at 90% of peak on star_2/512^3 f32, scripts/lean_ncu.sh).")
+            made.append((f"{label}: hand-written plane queue, {ry} rows a thread", launch, hypothesis, source))
     return made
