@@ -15,7 +15,8 @@ the same inputs (a variant that differs is reported, not timed); the gate does t
 (`alternate`: odd chunks march down) the same way; `--family lean` session 30's `split` and
 `stride` (fewer instructions a plane, benchmarks/sass_count.py) on each of those kernels, with and
 without `alternate`, and `split` alone on rows16; `--family stream` session 32's `streaming` (evict-first
-output stores) on each lean kernel; `--family rows` its `ry` (several rows a thread) on each lean kernel.
+output stores) on each lean kernel; `--family rows` its `ry` (several rows a thread) on each lean kernel;
+`--family tall` rows16's and rows8's lean kernels in 8-, 16- and 32-row blocks.
 
 On the device machine (docs/gpu.md):
 
@@ -207,11 +208,26 @@ def rows_variants(case) -> list[tuple[str, dict]]:
     return made
 
 
+def tall_variants(case) -> list[tuple[str, dict]]:
+    """rows16 as gated, then rows16's and rows8's lean kernels (marching down too where forge/candidates.py
+    `marching_down` offers it) in blocks of 8, 16 and 32 rows: a taller block reads fewer halo rows from the
+    L2 for its rows (session 32's ncu: star_2/512^3 f32 bound by the L2's throughput), at one row a thread,
+    so without the registers that several rows a thread cost."""
+    base = {"nv": 1, "chunk": default_chunk(case, 1), "split": True, "stride": True}
+    kernels = [("rows16", {})] + ([("rows8", {"vector_bytes": 8})] if rows8_fits(case) else [])
+    marches = [("", {})] + ([("+alternate", {"alternate": True})] if case.precision != "f64" and case.stencil.radius == 1 else [])
+    made = [("rows16", {"nv": 1, "chunk": base["chunk"], "by": 8})]
+    for (name, kernel), (march, down) in [(k, m) for m in marches for k in kernels]:
+        for by in (8, 16, 32):
+            made.append((f"{name}{march}+lean{f'+by{by}' if by != 8 else ''}", {**base, **kernel, **down, "by": by}))
+    return made
+
+
 def sweep_changes(backend, case_id: str, passes: int, launches: int, march: bool = False,
-                  lean: bool = False, stream: bool = False, rows: bool = False) -> tuple[dict, str]:
+                  lean: bool = False, stream: bool = False, rows: bool = False, tall: bool = False) -> tuple[dict, str]:
     case = parse_case(case_id)
-    made = (rows_variants(case) if rows else stream_variants(case) if stream else lean_variants(case) if lean
-            else change_variants(case, march))
+    made = (tall_variants(case) if tall else rows_variants(case) if rows else stream_variants(case) if stream
+            else lean_variants(case) if lean else change_variants(case, march))
     row = sweep_case(backend, case_id, passes, launches, [(label, p, render) for label, p in made])
     best = row["variants"].get(row["best"], {})
     return row, (f"best {row['best']} {best.get('percent_of_copy')}% of copy, {best.get('x_rows16')}x rows16, "
@@ -223,7 +239,8 @@ def main() -> int:
                       {"changes": sweep_changes, "march": lambda *a: sweep_changes(*a, march=True),
                        "lean": lambda *a: sweep_changes(*a, lean=True),
                        "stream": lambda *a: sweep_changes(*a, stream=True),
-                       "rows": lambda *a: sweep_changes(*a, rows=True)})
+                       "rows": lambda *a: sweep_changes(*a, rows=True),
+                       "tall": lambda *a: sweep_changes(*a, tall=True)})
 
 
 if __name__ == "__main__":
