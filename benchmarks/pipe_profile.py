@@ -7,8 +7,8 @@ DRAM bytes go on the memory-bound cases (session 28, scripts/rows16_ncu.sh); `ro
 8-byte vectors and `straightforward` the harness's own kernel, the bound of the f16 cases
 (session 29, scripts/f16_ncu.sh: what the fair f16 kernel does that the plane queue does not).
 `--candidate NAME` launches what a campaign submits under that name (forge/candidates.py, the subject
-before its colon: `rows8+lean`), byte for byte the source the gate measured (session 32,
-scripts/lean_ncu.sh).
+before its colon: `rows8+lean`), byte for byte the source the gate measured, and `--design copy` the
+harness's copy of the case's array size, the ceiling of "% of copy" (session 32, scripts/candidate_ncu.sh).
 
 On the device machine (docs/gpu.md):
 
@@ -34,7 +34,8 @@ def main() -> int:
     parser.add_argument("--case", required=True)
     parser.add_argument("--shuffle", action="store_true")
     parser.add_argument("--skip", action="store_true")
-    parser.add_argument("--design", choices=["pipe", "rows16", "rows8", "straightforward"], default="pipe")
+    parser.add_argument("--design", choices=["pipe", "rows16", "rows8", "straightforward", "copy"], default="pipe",
+                        help="copy: the harness's copy ceiling for the case's array size (its kernel is harness_copy)")
     parser.add_argument("--by", type=int, default=8, help="rows16: rows a block (4: short4)")
     parser.add_argument("--candidate", help="a campaign candidate's name (forge/candidates.py), instead of --design")
     options = parser.parse_args()
@@ -44,6 +45,10 @@ def main() -> int:
 
     case = parse_case(options.case)
     backend = get_backend("cuda")
+    if options.design == "copy" and not options.candidate:  # the ceiling every "% of copy" divides by
+        backend.copy_bandwidth(case.points * case.dtype.itemsize)
+        print(f"{case.id}: copy", file=sys.stderr)
+        return 0
     if options.candidate:
         from forge.candidates import matrix_candidates
 
