@@ -26,6 +26,7 @@ On the device machine (docs/gpu.md):
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import statistics
 import sys
@@ -35,7 +36,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from forge.candidates import rows8_fits  # noqa: E402
+from forge.candidates import marching_down, rows8_fits  # noqa: E402
 from forge.handwritten import VECTOR_BYTES, default_chunk, render  # noqa: E402
 from measurement.harness.cases import parse_case  # noqa: E402
 
@@ -172,63 +173,89 @@ def sweep_main(description: str, cases_help: str, sweep_one, families: dict | No
     parser.add_argument("--passes", type=int, default=5)
     parser.add_argument("--launches", type=int, default=10)
     parser.add_argument("--out", required=True)
+    if families:
+        parser.add_argument("--admitted", metavar="EXPORT",
+                            help="also time each case's latest admitted kernel in this ledger export, as gated")
     options = parser.parse_args()
     sweep_one = (families or {}).get(getattr(options, "family", None), sweep_one)
+    admitted = admitted_kernels(options.admitted) if getattr(options, "admitted", None) else None
     from measurement.backends import get_backend
 
     backend = get_backend("cuda")
     result = {"command": " ".join(sys.argv), "backend": backend.describe(), "passes": options.passes,
               "launches": options.launches, "cases": []}
     for case_id in options.cases.split(","):
-        row, line = sweep_one(backend, case_id, options.passes, options.launches)
+        row, line = sweep_one(backend, case_id, options.passes, options.launches,
+                              **({"admitted": admitted.get(case_id)} if admitted is not None else {}))
         result["cases"].append(row)
         print(f"{case_id}: {line} [{row['seconds']} s]", file=sys.stderr, flush=True)
         Path(options.out).write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
     return 0
 
 
-def sweep_rows16(backend, case_id: str, passes: int, launches: int) -> tuple[dict, str]:
-    row = sweep_case(backend, case_id, passes, launches)
+def admitted_kernels(export: str) -> dict[str, tuple[str, dict]]:
+    """Each case's latest admitted kernel in a ledger export, (source, launch) as its GateVerdict
+    recorded them: the kernel a sweep's variants must beat, byte for byte and launch for launch."""
+    kernels = {}
+    with open(export, encoding="utf-8") as lines:
+        for line in lines:
+            event = json.loads(line)
+            payload = event["payload"]
+            if event["type"] == "GateVerdict" and payload.get("verdict") == "admitted" and payload.get("backend") == "cuda":
+                kernels[payload["case"]] = (payload["candidate_source"], payload["candidate_launch"])
+    return kernels
+
+
+def _with_admitted(case, made: list[tuple[str, dict]], admitted: tuple[str, dict] | None) -> list[tuple]:
+    """The (label, parameters, render) triples of `made`, then the admitted kernel as gated."""
+    triples = [(label, p, render) for label, p in made]
+    if admitted:
+        source, launch = admitted
+        digest = hashlib.sha256(source.encode()).hexdigest()[:12]
+        triples.append(("admitted", {"source_sha256": digest, "launch": launch}, lambda _case, **_: (source, launch, "")))
+    return triples
+
+
+def sweep_rows16(backend, case_id: str, passes: int, launches: int, admitted=None) -> tuple[dict, str]:
+    row = sweep_case(backend, case_id, passes, launches, _with_admitted(parse_case(case_id), variants(parse_case(case_id)), admitted))
     best = row["variants"].get(row["best"], {})
     return row, f"best {row['best']} {best.get('percent_of_copy')}% of copy, {best.get('x_rows16')}x rows16"
 
 
-def rows_variants(case) -> list[tuple[str, dict]]:
-    """rows16 as gated, then each `lean` kernel (marching up; rows16 and short4 marching down too where
-    forge/candidates.py `marching_down` offers it) with 1, 2 and 4 rows a thread (session 32's `ry`)."""
-    base = {"nv": 1, "chunk": default_chunk(case, 1), "split": True, "stride": True}
-    kernels = [("rows16", {"by": 8}), ("short4", {"by": 4})]
-    if rows8_fits(case):
-        kernels.append(("rows8", {"by": 8, "vector_bytes": 8}))
-    marches = [("", {})] + ([("+alternate", {"alternate": True})] if case.precision != "f64" and case.stencil.radius == 1 else [])
-    made = [("rows16", {"nv": 1, "chunk": base["chunk"], "by": 8})]
+def _lean_family(case, kernels: list[tuple[str, dict]], parameter: str, values: tuple[int, ...]) -> list[tuple[str, dict]]:
+    """rows16 as gated, then each of `kernels` with `split` and `stride` (marching down too where
+    forge/candidates.py `marching_down` offers it) at each of `values` of `parameter`, labelled
+    `+PARAMETERVALUE` where it is not the first value (the kernel's own)."""
+    chunk = default_chunk(case, 1)
+    base = {"nv": 1, "chunk": chunk, "split": True, "stride": True}
+    marches = [("", {})] + ([("+alternate", {"alternate": True})] if marching_down(case, chunk) else [])
+    made = [("rows16", {"nv": 1, "chunk": chunk, "by": 8})]
     for (name, kernel), (march, down) in [(k, m) for m in marches for k in kernels]:
-        for ry in (1, 2, 4):
-            made.append((f"{name}{march}+lean{f'+ry{ry}' if ry > 1 else ''}", {**base, **kernel, **down, "ry": ry}))
+        for value in values:
+            label = f"{name}{march}+lean{f'+{parameter}{value}' if value != values[0] else ''}"
+            made.append((label, {**base, **kernel, **down, parameter: value}))
     return made
+
+
+def rows_variants(case) -> list[tuple[str, dict]]:
+    """Each `lean` kernel with 1, 2 and 4 rows a thread (session 32's `ry`)."""
+    kernels = [("rows16", {"by": 8}), ("short4", {"by": 4})]
+    return _lean_family(case, kernels + ([("rows8", {"by": 8, "vector_bytes": 8})] if rows8_fits(case) else []), "ry", (1, 2, 4))
 
 
 def tall_variants(case) -> list[tuple[str, dict]]:
-    """rows16 as gated, then rows16's and rows8's lean kernels (marching down too where forge/candidates.py
-    `marching_down` offers it) in blocks of 8, 16 and 32 rows: a taller block reads fewer halo rows from the
-    L2 for its rows (session 32's ncu: star_2/512^3 f32 bound by the L2's throughput), at one row a thread,
-    so without the registers that several rows a thread cost."""
-    base = {"nv": 1, "chunk": default_chunk(case, 1), "split": True, "stride": True}
-    kernels = [("rows16", {})] + ([("rows8", {"vector_bytes": 8})] if rows8_fits(case) else [])
-    marches = [("", {})] + ([("+alternate", {"alternate": True})] if case.precision != "f64" and case.stencil.radius == 1 else [])
-    made = [("rows16", {"nv": 1, "chunk": base["chunk"], "by": 8})]
-    for (name, kernel), (march, down) in [(k, m) for m in marches for k in kernels]:
-        for by in (8, 16, 32):
-            made.append((f"{name}{march}+lean{f'+by{by}' if by != 8 else ''}", {**base, **kernel, **down, "by": by}))
-    return made
+    """rows16's and rows8's lean kernels in blocks of 8, 16 and 32 rows: a taller block reads fewer halo
+    rows from the L2 for its rows (session 32's ncu: star_2/512^3 f32 reads 1.86x its input from the L2),
+    at one row a thread, so without the registers that several rows a thread cost."""
+    return _lean_family(case, [("rows16", {})] + ([("rows8", {"vector_bytes": 8})] if rows8_fits(case) else []), "by", (8, 16, 32))
 
 
-def sweep_changes(backend, case_id: str, passes: int, launches: int, march: bool = False,
-                  lean: bool = False, stream: bool = False, rows: bool = False, tall: bool = False) -> tuple[dict, str]:
+def sweep_changes(backend, case_id: str, passes: int, launches: int, march: bool = False, lean: bool = False,
+                  stream: bool = False, rows: bool = False, tall: bool = False, admitted=None) -> tuple[dict, str]:
     case = parse_case(case_id)
     made = (tall_variants(case) if tall else rows_variants(case) if rows else stream_variants(case) if stream
             else lean_variants(case) if lean else change_variants(case, march))
-    row = sweep_case(backend, case_id, passes, launches, [(label, p, render) for label, p in made])
+    row = sweep_case(backend, case_id, passes, launches, _with_admitted(case, made, admitted))
     best = row["variants"].get(row["best"], {})
     return row, (f"best {row['best']} {best.get('percent_of_copy')}% of copy, {best.get('x_rows16')}x rows16, "
                  f"{best.get('x_straightforward')}x straightforward")
@@ -236,11 +263,11 @@ def sweep_changes(backend, case_id: str, passes: int, launches: int, march: bool
 
 def main() -> int:
     return sweep_main(__doc__.splitlines()[0], "comma-separated case ids (T = 1 types)", sweep_rows16,
-                      {"changes": sweep_changes, "march": lambda *a: sweep_changes(*a, march=True),
-                       "lean": lambda *a: sweep_changes(*a, lean=True),
-                       "stream": lambda *a: sweep_changes(*a, stream=True),
-                       "rows": lambda *a: sweep_changes(*a, rows=True),
-                       "tall": lambda *a: sweep_changes(*a, tall=True)})
+                      {"changes": sweep_changes, "march": lambda *a, **k: sweep_changes(*a, march=True, **k),
+                       "lean": lambda *a, **k: sweep_changes(*a, lean=True, **k),
+                       "stream": lambda *a, **k: sweep_changes(*a, stream=True, **k),
+                       "rows": lambda *a, **k: sweep_changes(*a, rows=True, **k),
+                       "tall": lambda *a, **k: sweep_changes(*a, tall=True, **k)})
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ are written by a person, per case, around one design that kernelgen does not hav
 
 Coefficients stay run-time (the ABI), the shape stays run-time; R, V, L and the class structure
 are compile-time. `render(case, nv, by, chunk, vector_bytes, shuffle, l2_prefetch, alternate, split, stride,
-streaming)` and
+streaming, ry)` and
 `render_temporal(case, by, chunk)` return (source, launch, hypothesis); forge/candidates.py lists what a campaign submits.
 """
 from __future__ import annotations
@@ -72,16 +72,18 @@ def render(case: Case, nv: int = 1, by: int = 8, chunk: int | None = None, vecto
     the plane's address advanced by the plane stride each step instead of recomputed from k in 64
     bits (284 with both).
 
-    `streaming` (session 32): the output vectors stored evict-first (`st.global.cs`), for the f32
-    cases that read more than their compulsory bytes from DRAM (ncu: rows16 1.10x at star_1/512^3 and
-    256^3): written lines then leave the L2 before the input rows and planes that the neighbouring
-    blocks and chunks read again.
+    `streaming` (session 32, refuted by the H200 sweep and kept so its evidence reproduces): the output
+    vectors stored evict-first (`st.global.cs`), so that written lines leave the L2 before the input
+    rows and planes the neighbouring blocks and chunks read again (ncu: rows16 read 1.10x the
+    compulsory bytes from DRAM at star_1/512^3 and 256^3).
 
     `ry` (session 32, 3D): each thread computes `ry` consecutive rows, with a queue for each, and
     loads the ry + 2R rows of their footprint once, so the rows between its first and last take
-    their y neighbours from its own registers. Aimed at the L2 throughput that limits star_2 f32
-    (ncu, scripts/lean_ncu.sh: L2 at 90% of its peak, 1.86x the compulsory reads into the SM from
-    the L2, DRAM at 69%): a block then reads ry x by + 2R rows for ry x by output rows."""
+    their y neighbours from its own registers and a block reads ry x by + 2R rows a plane for
+    ry x by output rows. Against the L2 reads beyond one a point, which keep these kernels from the
+    copy's DRAM rate with the L2 as busy as in the copy (ncu, scripts/rows_ncu.sh: box_1/512^3 f32
+    1.71x -> 1.22x); paid for in registers (126 at 4 rows there), so it wins only where the queue is
+    short (docs/forge.md)."""
     stencil = case.stencil
     if stencil.time_steps != 1:
         raise ValueError(f"{case.type}: the plane-queue design is for one application (T = 1), not {stencil.time_steps}"
@@ -98,7 +100,9 @@ def render(case: Case, nv: int = 1, by: int = 8, chunk: int | None = None, vecto
         f" * {2 * stencil.radius + 1} partial outputs, one in-plane orbit-sum per plane distance. Any shape: odd extents or",
         " * unaligned arrays take per-lane scalar loads and stores. */",
     ]
-    if by != 8:  # the launch is not in the source: say it, so the ledger (keyed by source) tells them apart
+    if ry > 1:  # session 32's first sources with ry said only "by-row blocks" and ran 32 x (by * ry) threads
+        comment.append(f"/* Launched with {by}-row blocks (32 x {by} threads) of {ry} rows a thread, {by * ry} rows a block. */")
+    elif by != 8:  # the launch is not in the source: say it, so the ledger (keyed by source) tells them apart
         comment.append(f"/* Launched with {by}-row blocks (32 x {by} threads). */")
     setup = [f"    const acc_t c{k} = (acc_t)coef[{k}];" for k in range(len(stencil.classes))]
     changes = [n for n, on in (("x halo by warp shuffles", shuffle), ("L2::256B loads", l2_prefetch),
@@ -117,7 +121,7 @@ def render(case: Case, nv: int = 1, by: int = 8, chunk: int | None = None, vecto
         f"{chunk} {'planes' if three else 'rows'} cut the load instructions per point and read each input plane once; "
         f"expected near the copy bandwidth if the bottleneck is load issue, not DRAM."
     )
-    return source, _launch(case, v, by * ry, chunk), hypothesis
+    return source, _launch(case, v, by, chunk, ry), hypothesis
 
 
 def render_temporal(case: Case, by: int = 4, chunk: int | None = None) -> tuple[str, dict, str]:
@@ -174,9 +178,9 @@ def render_temporal(case: Case, by: int = 4, chunk: int | None = None) -> tuple[
     return source, _launch(case, vw, by, chunk), hypothesis
 
 
-def _launch(case: Case, v: int, by: int, chunk: int) -> dict:
+def _launch(case: Case, v: int, by: int, chunk: int, ry: int = 1) -> dict:
     if case.stencil.dims == 3:
-        return {"block": [32, by, 1], "tile": [32 * v, by, chunk]}
+        return {"block": [32, by, 1], "tile": [32 * v, by * ry, chunk]}
     return {"block": [32, by, 1], "tile": [32 * v, by * chunk, 1]}
 
 

@@ -128,7 +128,9 @@ def test_several_rows_a_thread_are_correct(case_id, changes):
     first thread's rows below the halo, both clamped and never stored."""
     case = parse_case(case_id)
     source, launch, _ = render(case, **changes)
-    assert launch["tile"][1] == changes.get("by", 8) * changes["ry"]
+    by = changes.get("by", 8)
+    assert (launch["block"][1], launch["tile"][1]) == (by, by * changes["ry"])  # each block's threads cover its tile
+    assert f"of {changes['ry']} rows a thread, {by * changes['ry']} rows a block" in source
     for misalign in (False, True):
         assert judged(case, source, launch, misalign) <= TOLERANCE[case.precision], (changes, misalign)
 
