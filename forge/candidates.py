@@ -127,10 +127,11 @@ def rows_a_thread(case: Case, chunk: int) -> list[tuple[str, dict, str, str]]:
     """Session 32's `ry` (forge/handwritten.py `render`: each thread computes 2 or 4 consecutive rows
     and loads their footprint's rows once) on short4's lean kernel, marching up, then down where
     `marching_down` offers it. Offered where the H200 sweep measured it ahead of every one-row kernel
-    (docs/benchmarks/handwritten_rows_h200_s32.json): the f32 3D radius-1 constant-coefficient
-    stencils (box_1/512^3 83% of copy against 79%, box_1/64x1024^2 86% against 81%, star_1/64x1024^2
-    90% against 88%). It lost everywhere else: star_2, f16 and f64, varcoef_star_1 (the rows' queues
-    take registers those kernels' occupancy cannot spare)."""
+    (docs/benchmarks/handwritten_rows_h200_s32.json, made with the launch slip docs/forge.md describes;
+    handwritten_rows_fixed_h200_s32.json with it fixed): the f32 3D radius-1 constant-coefficient
+    stencils (box_1/512^3 84% of copy against 79%, box_1/64x1024^2 87% against 81%, star_1/512^3 86%
+    against 84%, star_1/64x1024^2 91% against 88%). It lost everywhere else: star_2, f16 and f64,
+    varcoef_star_1 (the rows' queues take registers those kernels' occupancy cannot spare)."""
     stencil = case.stencil
     if case.precision != "f32" or stencil.dims != 3 or stencil.radius != 1 or stencil.variable_coefficient:
         return []
