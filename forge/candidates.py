@@ -143,7 +143,8 @@ def rows_a_thread(case: Case, chunk: int) -> list[tuple[str, dict, str, str]]:
             label = f"short4{'+alternate' if alternate else ''}+lean+ry{ry}"
             hypothesis = (f"{case.id}: one change from {label.rsplit('+', 1)[0]}: each thread computes {ry} consecutive rows and "
                           f"loads the {ry + 2} rows of their footprint once, so a block reads {4 * ry + 2} rows a plane for "
-                          f"{4 * ry} output rows instead of relying on L1 for the y neighbours; gains where the L2's "
-                          "throughput limits it (ncu: L2 at 90% of peak on star_2/512^3 f32, scripts/lean_ncu.sh).")
+                          f"{4 * ry} output rows instead of relying on L1 for the y neighbours; gains where the reads "
+                          "from the L2 beyond one a point limit it (ncu, scripts/rows_ncu.sh: 1.71x the input at "
+                          "box_1/512^3 f32 with the L2 as busy as in a copy).")
             made.append((f"{label}: hand-written plane queue, {ry} rows a thread", launch, hypothesis, source))
     return made
