@@ -58,6 +58,12 @@ rows16 there. Measured on the H200 (session 25): 15-25% slower than rows8/short4
 
 Odd shapes and unaligned arrays (nx not a multiple of V, or an array off the vector boundary) take
 per-lane scalar loads into the same shared tile and per-lane stores, in the same kernel.
+
+`bulk` (session 32, not yet measured): the ring filled by the copy engine instead of cp.async, thread
+0 issuing one bulk copy a tile row that completes on the buffer's `full` mbarrier, every warp arriving
+at its `empty` mbarrier when done, so no block-wide barrier a plane (what `planes` lost star_1 and
+star_2 to) while the L2 reads a point stay 1.21x at star_1/512^3 (Nsight Compute on the row kernels: the
+L2 runs as busy as in a copy while they read 1.2-1.9x their input from it, docs/forge.md).
 """
 from __future__ import annotations
 
@@ -111,9 +117,13 @@ def default_chunk(case: Case, height: int) -> int:
     return min(chunks, key=lambda c: (cost(c), -c))
 
 
-def render(case: Case, height: int = 16, chunk: int | None = None, stages: int = STAGES) -> tuple[str, dict, str]:
-    """(source, launch, hypothesis) of the planes kernel for a star_R case."""
+def render(case: Case, height: int = 16, chunk: int | None = None, stages: int = STAGES,
+           bulk: bool = False) -> tuple[str, dict, str]:
+    """(source, launch, hypothesis) of the planes kernel for a star_R case; with `bulk` the ring is
+    filled by the copy engine on mbarriers (f32 and f64: its copies are whole 16-byte multiples)."""
     check_case(case)
+    if bulk and VECTOR[case.precision][1] != 16:
+        raise ValueError(f"{case.id}: bulk copies move whole 16-byte units; planes' {case.precision} vectors are narrower")
     if not 2 <= stages <= 8 or height < 1 or TX * height > 1024:
         raise ValueError(f"stages {stages}, height {height}: 2 to 8 buffers, at most 1024 threads a block")
     r, v = case.stencil.radius, lanes(case)
@@ -122,7 +132,9 @@ def render(case: Case, height: int = 16, chunk: int | None = None, stages: int =
     source = _SOURCE.substitute(
         case=case.id, R=r, V=v, H=height, MIN_BLOCKS=resident_blocks(case), L=chunk, NB=stages, THREADS=TX * height, VB=vbytes, CACHE=cache,
         INCLUDE="#include <cuda_fp16.h>\n" if case.precision == "f16" else "", ELEM=cuda_type(case.precision),
-        ACC=acc_type(case.precision), VEC=vtype, LANES=_LANES[case.precision])
+        ACC=acc_type(case.precision), VEC=vtype, LANES=_LANES[case.precision],
+        HOW="row copies by the copy engine on mbarriers" if bulk else f"{vbytes}-byte cp.async copies",
+        **(_BULK if bulk else {**_PLANES, "HELPERS": Template(_PLANES["HELPERS"]).substitute(CACHE=cache, VB=vbytes)}))
     launch = {"block": [TX, height, 1], "tile": [TX * v, height, chunk], "shared_bytes": shared_bytes(case, height, stages)}
     nx_halo = -(-r // v)
     reads = (height + 2 * r) / height * (TX + 2 * nx_halo) / TX * (chunk + 2 * r) / chunk
@@ -162,15 +174,10 @@ __device__ __forceinline__ vec_t from_lanes(const acc_t* v)
 }""",
 }
 
-_SOURCE = Template("""/* Hand-written H200 candidate for $case (forge/handwritten_planes.py): star_$R with the in-plane
- * arms from a ring of $NB shared input planes ($VB-byte cp.async copies, $V x-points a thread, 32 x $H threads,
- * $L planes a block) and the z arms in a register queue of 2R+1 partial outputs. Any shape: odd
- * extents or unaligned arrays take per-lane scalar loads into the same tile. */
-${INCLUDE}typedef $ELEM elem_t;
-typedef $ACC acc_t;
-typedef $VEC vec_t;
-$LANES
-#ifndef EMULATED_CP_ASYNC  /* tests/forge/cuda_emulation.py defines these with the same ordering rules */
+# The text the bulk variant replaces, as the gated planes sources have it.
+_PLANES = {
+    "BARRIERS": "", "TAIL": "",
+    "HELPERS": """#ifndef EMULATED_CP_ASYNC  /* tests/forge/cuda_emulation.py defines these with the same ordering rules */
 /* One vector from global to shared memory without passing through a register (sm_80 and later). */
 __device__ __forceinline__ void copy_async(vec_t* dst, const vec_t* src)
 {
@@ -181,27 +188,8 @@ __device__ __forceinline__ void commit_async() { asm volatile("cp.async.commit_g
 /* Until at most N of the most recently committed groups are still in flight. */
 template <int N> __device__ __forceinline__ void wait_async() { asm volatile("cp.async.wait_group %0;" :: "n"(N) : "memory"); }
 #endif
-
-extern "C" __global__ void __launch_bounds__($THREADS, $MIN_BLOCKS)
-stencil(const elem_t* __restrict__ u, const elem_t* __restrict__ a, elem_t* __restrict__ y,
-        const double* __restrict__ coef, int nz, int ny, int nx)
-{
-    constexpr int R = $R, V = $V, TX = 32, H = $H, L = $L, NB = $NB;
-    constexpr int NX = (R + V - 1) / V;  /* the x halo in whole vectors, so every copy stays aligned */
-    constexpr int PITCH = TX + 2 * NX, CELLS = PITCH * (H + 2 * R), THREADS = TX * H;
-    constexpr int PER = (CELLS + THREADS - 1) / THREADS;  /* tile cells a thread copies a plane */
-    extern __shared__ vec_t ring[];  /* [NB][H + 2R][PITCH] vectors: input planes p .. p + NB - 1 */
-    const int tx = threadIdx.x, ty = threadIdx.y, rank = ty * TX + tx;
-    const int xb = blockIdx.x * TX * V, yb = blockIdx.y * H;  /* the block's first output column, row */
-    const int zb = R + blockIdx.z * L, ze = min(zb + L, nz - R);
-    if (xb >= nx - R || yb >= ny - R || zb >= ze) return;  /* the whole block, before any barrier */
-    const long sk = (long)nx * ny;
-    const bool vec = nx % V == 0 && (((unsigned long long)u | (unsigned long long)y) % sizeof(vec_t)) == 0;
-    acc_t c[R + 1];
-#pragma unroll
-    for (int d = 0; d <= R; ++d) c[d] = (acc_t)coef[d];
-
-    /* Plane `plane` into buffer `buffer`: the cells rank, rank + THREADS, ... of the tile. */
+""",
+    "COPY_PLANE": """    /* Plane `plane` into buffer `buffer`: the cells rank, rank + THREADS, ... of the tile. */
     auto copy_plane = [&](int plane, int buffer) {
         vec_t* tile = ring + buffer * CELLS;
         const elem_t* src = u + (long)plane * sk;
@@ -220,13 +208,133 @@ stencil(const elem_t* __restrict__ u, const elem_t* __restrict__ a, elem_t* __re
         }
     };
 
-    const int planes = ze - zb + 2 * R;  /* input planes zb - R .. ze + R - 1 */
-#pragma unroll
+""",
+    "PROLOGUE": """#pragma unroll
     for (int s = 0; s < NB - 1; ++s) {
         if (s < planes) copy_plane(zb - R + s, s);
         commit_async();  /* one group a plane, empty or not, so the wait below counts planes */
     }
-    acc_t q[2 * R + 1][V];  /* q[R + d]: partial output of plane p + d */
+""",
+    "HEAD": """        wait_async<NB - 2>();  /* this thread's copies of plane p have landed */
+        __syncthreads();       /* everyone's have, and everyone is done with plane p - 1's buffer */
+        if (i + NB - 1 < planes) copy_plane(zb - R + i + NB - 1, fill);
+        commit_async();
+""",
+}
+
+# `bulk` (session 32): the ring filled by the copy engine, one bulk copy a tile row issued by thread 0, each
+# buffer with an mbarrier that its copies complete (`full`) and one that every warp arrives at when done with
+# it (`empty`), so no thread waits for the whole block at any plane.
+_BULK = {
+    "HELPERS": """#ifndef EMULATED_BULK  /* tests/forge/cuda_emulation.py defines these with the same ordering rules */
+typedef unsigned long long mbar_t;
+__device__ __forceinline__ unsigned to_shared(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
+__device__ __forceinline__ void bar_init(mbar_t* bar, unsigned count)
+{
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(to_shared(bar)), "r"(count) : "memory");
+}
+__device__ __forceinline__ void bar_fence_init() { asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory"); }
+/* One arrival that also expects `bytes` from the copy engine before the phase completes. */
+__device__ __forceinline__ void bar_expect(mbar_t* bar, unsigned bytes)
+{
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(to_shared(bar)), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void bar_arrive(mbar_t* bar)
+{
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(to_shared(bar)) : "memory");
+}
+/* Until the phase of parity `parity` has completed. */
+__device__ __forceinline__ void bar_wait(mbar_t* bar, unsigned parity)
+{
+    asm volatile("{ .reg .pred done;\\n"
+                 "WAIT: mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\\n"
+                 "@!done bra WAIT; }" :: "r"(to_shared(bar)), "r"(parity) : "memory");
+}
+/* `bytes` (a multiple of 16, both ends 16-byte aligned) from global to shared memory by the copy engine. */
+__device__ __forceinline__ void bulk_copy(void* dst, const void* src, unsigned bytes, mbar_t* bar)
+{
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                 :: "r"(to_shared(dst)), "l"(src), "r"(bytes), "r"(to_shared(bar)) : "memory");
+}
+#endif
+""",
+    "BARRIERS": """    __shared__ mbar_t full[NB], empty[NB];  /* buffer b holds its plane; every warp is done with buffer b */
+""",
+    "COPY_PLANE": """    /* Plane `plane` into buffer `buffer`, once every warp is done with the plane it held (`reused`). On the
+       vector path thread 0 copies each row of the tile in one bulk copy completing on full[buffer]; otherwise
+       every thread copies its cells lane by lane and arrives there itself. */
+    auto copy_plane = [&](int plane, int buffer, bool reused) {
+        vec_t* tile = ring + buffer * CELLS;
+        const elem_t* src = u + (long)plane * sk;
+        if (vec && rank != 0) return;
+        if (reused) bar_wait(&empty[buffer], ((plane - zb + R) / NB - 1) & 1);
+        if (vec) {
+            const int x0 = max(xb - NX * V, 0), x1 = min(xb + (TX + NX) * V, nx);  /* the tile's columns in the grid */
+            const int y0 = max(yb - R, 0), y1 = min(yb + H + R, ny);  /* rows outside feed no stored output */
+            const unsigned bytes = (unsigned)((x1 - x0) * sizeof(elem_t));
+            bar_expect(&full[buffer], bytes * (unsigned)(y1 - y0));
+            for (int gy = y0; gy < y1; ++gy)
+                bulk_copy(tile + (gy - yb + R) * PITCH + (x0 - xb) / V + NX, src + (long)gy * nx + x0, bytes, &full[buffer]);
+            return;
+        }
+#pragma unroll
+        for (int m = 0; m < PER; ++m) {
+            const int cell = rank + m * THREADS;
+            const int gy = yb - R + cell / PITCH, gx = xb + (cell % PITCH - NX) * V;
+            if (cell >= CELLS || gy < 0 || gy >= ny) continue;
+            elem_t* lane = reinterpret_cast<elem_t*>(tile + cell);
+#pragma unroll
+            for (int i = 0; i < V; ++i) lane[i] = (gx + i >= 0 && gx + i < nx) ? src[(long)gy * nx + gx + i] : (elem_t)0;
+        }
+        bar_arrive(&full[buffer]);
+    };
+
+""",
+    "PROLOGUE": """    if (rank == 0) {
+        for (int b = 0; b < NB; ++b) { bar_init(&full[b], vec ? 1 : THREADS); bar_init(&empty[b], THREADS / 32); }
+        bar_fence_init();
+    }
+    __syncthreads();  /* the barriers are set up before any thread arrives */
+    for (int s = 0; s < NB - 1 && s < planes; ++s) copy_plane(zb - R + s, s, false);
+""",
+    "HEAD": """        if (i + NB - 1 < planes) copy_plane(zb - R + i + NB - 1, fill, i >= 1);
+        bar_wait(&full[read], (i / NB) & 1);  /* plane p has landed */
+""",
+    "TAIL": """        __syncwarp();
+        if ((rank & 31) == 0) bar_arrive(&empty[read]);  /* this warp is done with plane p's buffer */
+""",
+}
+
+_SOURCE = Template("""/* Hand-written H200 candidate for $case (forge/handwritten_planes.py): star_$R with the in-plane
+ * arms from a ring of $NB shared input planes ($HOW, $V x-points a thread, 32 x $H threads,
+ * $L planes a block) and the z arms in a register queue of 2R+1 partial outputs. Any shape: odd
+ * extents or unaligned arrays take per-lane scalar loads into the same tile. */
+${INCLUDE}typedef $ELEM elem_t;
+typedef $ACC acc_t;
+typedef $VEC vec_t;
+$LANES
+$HELPERS
+extern "C" __global__ void __launch_bounds__($THREADS, $MIN_BLOCKS)
+stencil(const elem_t* __restrict__ u, const elem_t* __restrict__ a, elem_t* __restrict__ y,
+        const double* __restrict__ coef, int nz, int ny, int nx)
+{
+    constexpr int R = $R, V = $V, TX = 32, H = $H, L = $L, NB = $NB;
+    constexpr int NX = (R + V - 1) / V;  /* the x halo in whole vectors, so every copy stays aligned */
+    constexpr int PITCH = TX + 2 * NX, CELLS = PITCH * (H + 2 * R), THREADS = TX * H;
+    constexpr int PER = (CELLS + THREADS - 1) / THREADS;  /* tile cells a thread copies a plane */
+    extern __shared__ vec_t ring[];  /* [NB][H + 2R][PITCH] vectors: input planes p .. p + NB - 1 */
+$BARRIERS    const int tx = threadIdx.x, ty = threadIdx.y, rank = ty * TX + tx;
+    const int xb = blockIdx.x * TX * V, yb = blockIdx.y * H;  /* the block's first output column, row */
+    const int zb = R + blockIdx.z * L, ze = min(zb + L, nz - R);
+    if (xb >= nx - R || yb >= ny - R || zb >= ze) return;  /* the whole block, before any barrier */
+    const long sk = (long)nx * ny;
+    const bool vec = nx % V == 0 && (((unsigned long long)u | (unsigned long long)y) % sizeof(vec_t)) == 0;
+    acc_t c[R + 1];
+#pragma unroll
+    for (int d = 0; d <= R; ++d) c[d] = (acc_t)coef[d];
+
+$COPY_PLANE    const int planes = ze - zb + 2 * R;  /* input planes zb - R .. ze + R - 1 */
+$PROLOGUE    acc_t q[2 * R + 1][V];  /* q[R + d]: partial output of plane p + d */
 #pragma unroll
     for (int s = 0; s < 2 * R + 1; ++s)
 #pragma unroll
@@ -236,11 +344,7 @@ stencil(const elem_t* __restrict__ u, const elem_t* __restrict__ a, elem_t* __re
     const int own = (R + ty) * PITCH + NX + tx;
     int read = 0, fill = NB - 1;  /* buffers of plane p and of plane p + NB - 1 */
     for (int i = 0; i < planes; ++i) {
-        wait_async<NB - 2>();  /* this thread's copies of plane p have landed */
-        __syncthreads();       /* everyone's have, and everyone is done with plane p - 1's buffer */
-        if (i + NB - 1 < planes) copy_plane(zb - R + i + NB - 1, fill);
-        commit_async();
-        const vec_t* tile = ring + read * CELLS;
+$HEAD        const vec_t* tile = ring + read * CELLS;
         const int p = zb - R + i;
         acc_t mid[V];
         to_lanes(tile[own], mid);
@@ -285,7 +389,7 @@ stencil(const elem_t* __restrict__ u, const elem_t* __restrict__ a, elem_t* __re
             for (int l = 0; l < V; ++l) q[s][l] = q[s + 1][l];
 #pragma unroll
         for (int l = 0; l < V; ++l) q[2 * R][l] = 0;
-        read = read + 1 == NB ? 0 : read + 1;
+$TAIL        read = read + 1 == NB ? 0 : read + 1;
         fill = fill + 1 == NB ? 0 : fill + 1;
     }
 }

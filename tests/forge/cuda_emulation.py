@@ -9,7 +9,8 @@ are written once per pass by one thread and never read). A kernel with dynamic s
 as fibers (ucontext; real threads until session 29, which spent most of these tests' time switching
 hundreds of them on two cores) meeting at barriers, the shared array one buffer per block, and a thread
 that returns drops out of the barrier as it would on the GPU; cp.async copies (`planes`) land at
-the wait that covers them, not before; warp shuffles (`pipe`'s `shuffle`) meet at a barrier of
+the wait that covers them, not before, and bulk copies (`planes` with `bulk`) when their mbarrier's
+phase completes; warp shuffles (`pipe`'s `shuffle`) meet at a barrier of
 the warp's threads, so a kernel whose lanes diverge around a shuffle deadlocks here (on the GPU it is
 undefined), which the emulation reports as a failure; rows16's `shuffle` also votes with a
 full-warp ballot before any lane returns. CI has no GPU, and a hand-written candidate must be known correct before device time
@@ -157,6 +158,34 @@ template <int N> inline void wait_async()
         if (c.group < committed_groups - N) std::memcpy(c.dst, c.src, c.bytes); else later.push_back(c);
     pending_copies.swap(later);
 }
+/* mbarriers and the copy engine's bulk copies (`planes` with `bulk`): a phase completes when its arrivals
+   and the bytes it expects are all in, and the bulk copies it covers land only then; a waiter for a
+   parity waits while the barrier's phase still has it. A kernel that reads a buffer before its phase
+   completes, or refills one a warp still reads, reads stale or overwritten values here too. */
+#define EMULATED_BULK
+struct EmuMbarrier { int expected = 0, arrived = 0; long pending = 0; unsigned phase = 0; std::vector<PendingCopy> copies; };
+typedef EmuMbarrier mbar_t;
+inline void bar_complete(mbar_t* b)
+{
+    if (b->arrived < b->expected || b->pending != 0) return;
+    for (const PendingCopy& c : b->copies) std::memcpy(c.dst, c.src, c.bytes);
+    b->copies.clear();
+    b->arrived = 0;
+    b->phase ^= 1u;
+}
+inline void bar_init(mbar_t* b, unsigned count) { b->expected = (int)count; b->arrived = 0; b->pending = 0; b->phase = 0; b->copies.clear(); }
+inline void bar_fence_init() {}
+inline void bar_expect(mbar_t* b, unsigned bytes) { ++progress; b->pending += bytes; ++b->arrived; bar_complete(b); }
+inline void bar_arrive(mbar_t* b) { ++progress; ++b->arrived; bar_complete(b); }
+inline void bar_wait(mbar_t* b, unsigned parity) { while (b->phase == parity) fiber_yield(); }
+inline void bulk_copy(void* dst, const void* src, unsigned bytes, mbar_t* b)
+{
+    ++progress;
+    b->copies.push_back({dst, src, bytes, 0});
+    b->pending -= bytes;
+    bar_complete(b);
+}
+inline void __syncwarp(unsigned = 0xffffffffu) { warp_barrier->arrive_and_wait(); }
 """
 
 DYNAMIC_SHARED = re.compile(r"extern __shared__ (\w+) (\w+)\[\];")

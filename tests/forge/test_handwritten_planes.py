@@ -65,3 +65,35 @@ def test_planes_offered_for_the_constant_coefficient_3d_stars_only():
     assert "planes" not in offered("varcoef_star_1/512x512x512/f32")
     with pytest.raises(ValueError):
         render(parse_case("box_2/64x64x64/f32"))
+
+
+# session 32's `bulk`: the f32 and f64 cases above (bulk copies move whole 16-byte units)
+BULK = [(case_id, chunk) for case_id, chunk in CASES if not case_id.endswith("f16")]
+
+
+@pytest.mark.parametrize("case_id, chunk", BULK)
+def test_bulk_is_correct_on_both_paths(case_id, chunk):
+    """Copies land when their mbarrier's phase completes (tests/forge/cuda_emulation.py), on the bulk
+    path (aligned, nx a multiple of V: the tile edges clamped to the grid) and the per-thread one."""
+    case = parse_case(case_id)
+    source, launch, _ = render(case, chunk=chunk, bulk=True)
+    assert "bulk_copy(" in source and "cp.async.cg" not in source
+    for misalign in (False, True):
+        assert judged(case, source, launch, misalign) <= TOLERANCE[case.precision], misalign
+
+
+def test_a_bulk_consumer_that_does_not_wait_for_its_plane_is_caught():
+    """The emulation can fail the ring: without the wait on its plane's mbarrier a thread reads the
+    buffer's old plane. (A producer that refills a buffer before every warp is done with it is not caught:
+    the emulation runs a block's fibers in order, warp 0 first, so the other warps have always finished
+    the plane by then; the GPU gives no such order.)"""
+    case = parse_case("star_2/20x40x260/f32")
+    source, launch, _ = render(case, chunk=4, bulk=True)
+    broken = source.replace("bar_wait(&full[read], (i / NB) & 1);", "/* no wait */")
+    assert broken != source
+    assert not judged(case, broken, launch, False) <= TOLERANCE[case.precision]
+
+
+def test_bulk_is_refused_for_narrower_vectors():
+    with pytest.raises(ValueError, match="16-byte"):
+        render(parse_case("star_1/8x19x70/f16"), bulk=True)
