@@ -7,8 +7,8 @@ so the second pass finds the shared table complete and rewrites every output cor
 are written once per pass by one thread and never read). A kernel with dynamic shared memory
 (`extern __shared__`, barriers inside its loops: the `pipe` pipeline, the `planes` ring) runs each block's threads
 as fibers (ucontext; real threads until session 29, which spent most of these tests' time switching
-hundreds of them on two cores) meeting at barriers, the shared array one buffer per block, and a thread
-that returns drops out of the barrier as it would on the GPU; cp.async copies (`planes`) land at
+hundreds of them on two cores) meeting at barriers (each warp in turn sitting out two rounds, so warps drift apart), the shared array
+one buffer per block, and a thread that returns drops out of the barrier as it would on the GPU; cp.async copies (`planes`) land at
 the wait that covers them, not before, and bulk copies (`planes` with `bulk`) when their mbarrier's
 phase completes; warp shuffles (`pipe`'s `shuffle`) meet at a barrier of
 the warp's threads, so a kernel whose lanes diverge around a shuffle deadlocks here (on the GPU it is
@@ -231,18 +231,26 @@ extern "C" int emulate(int gx, int gy, int gz, int bx, int by, int bz, const voi
             f.context.uc_link = &scheduler;
             makecontext(&f.context, fiber_main, 0);
         }
-        for (int left = count; left > 0;) {
+        /* Each warp in turn sits out two rounds, so warps drift apart as they may on the GPU (in index
+           order alone warp 0 always ran first, and `bulk` refilling a buffer another warp still read passed);
+           a round without progress is run again with every warp before it counts as a deadlock. */
+        bool everyone = false;
+        for (int left = count, round = 0; left > 0; ++round) {
             const long before = progress;
+            const int held = everyone || warps < 2 ? -1 : round / 2 % warps;  /* two rounds: a lag a refill can meet */
             for (Fiber& f : fibers) {
-                if (f.done) continue;
+                if (f.done || (&f - fibers.data()) / 32 == held) continue;
                 fiber = &f;
                 swapcontext(&scheduler, &f.context);
                 if (f.done) { --left; ++progress; }
             }
-            if (left > 0 && progress == before) {  /* every thread left waits at a barrier no other will reach */
+            if (left > 0 && progress == before) {
+                if (!everyone) { everyone = true; continue; }
+                /* every thread left waits at a barrier no other will reach */
                 std::fprintf(stderr, "emulation: deadlock in block (%d, %d, %d): %d threads wait at barriers\n", i, j, k, left);
                 return 1;
             }
+            everyone = false;
         }
     }
     return 0;
