@@ -283,58 +283,28 @@ def _march(case: Case, v: int, vw: int, unroll: int, body: list[str], alternate:
             head = [pragma, "    for (int k = kb - R; k < ke + R; ++k) {", "        const long base = (long)k * sk + rowbase;"]
             out = "(long)(k - R) * sk + rowbase"
         complete = "k - R >= kb"
+    zero = ["#pragma unroll", "    for (int s = 0; s < 2 * R + 1; ++s)", "#pragma unroll",
+            "        for (int i = 0; i < V; ++i) q[s][i] = 0;"]
+    shift = ["#pragma unroll", "        for (int s = 0; s < 2 * R; ++s)", "#pragma unroll",
+             "            for (int i = 0; i < V; ++i) q[s][i] = q[s + 1][i];", "#pragma unroll",
+             "        for (int i = 0; i < V; ++i) q[2 * R][i] = 0;"]
     if ry == 1:
-        return [
-            "    acc_t q[2 * R + 1][V];",
-            "#pragma unroll",
-            "    for (int s = 0; s < 2 * R + 1; ++s)",
-            "#pragma unroll",
-            "        for (int i = 0; i < V; ++i) q[s][i] = 0;",
-            *head,
-            *body,
-            f"        if ({complete}) {{",
-            f"            const long out = {out};",
-            *_store(case, v, vw, "            "),
-            "        }",
-            "#pragma unroll",
-            "        for (int s = 0; s < 2 * R; ++s)",
-            "#pragma unroll",
-            "            for (int i = 0; i < V; ++i) q[s][i] = q[s + 1][i];",
-            "#pragma unroll",
-            "        for (int i = 0; i < V; ++i) q[2 * R][i] = 0;",
-            "    }",
-        ]
-    return [
-        "    acc_t q[RY][2 * R + 1][V];",
-        "#pragma unroll",
-        "    for (int t = 0; t < RY; ++t)",
-        "#pragma unroll",
-        "        for (int s = 0; s < 2 * R + 1; ++s)",
-        "#pragma unroll",
-        "            for (int i = 0; i < V; ++i) q[t][s][i] = 0;",
-        *head,
-        *body,
-        f"        if ({complete}) {{",
-        f"            const long out = {out};",
-        "#pragma unroll",
-        "            for (int t = 0; t < RY; ++t) {",
-        "                const long out_t = out + t * (long)nx;",
-        "                if (j + t >= R && j + t < ny - R) {",
-        *_store(case, v, vw, "                    ", queue="q[t][0]", out="out_t"),
-        "                }",
-        "            }",
-        "        }",
-        "#pragma unroll",
-        "        for (int t = 0; t < RY; ++t) {",
-        "#pragma unroll",
-        "            for (int s = 0; s < 2 * R; ++s)",
-        "#pragma unroll",
-        "                for (int i = 0; i < V; ++i) q[t][s][i] = q[t][s + 1][i];",
-        "#pragma unroll",
-        "            for (int i = 0; i < V; ++i) q[t][2 * R][i] = 0;",
-        "        }",
-        "    }",
-    ]
+        store = _store(case, v, vw, "            ")
+        return ["    acc_t q[2 * R + 1][V];", *zero, *head, *body, f"        if ({complete}) {{",
+                f"            const long out = {out};", *store, "        }", *shift, "    }"]
+    store = ["#pragma unroll", "            for (int t = 0; t < RY; ++t) {", "                const long out_t = out + t * (long)nx;",
+             "                if (j + t >= R && j + t < ny - R) {",
+             *_store(case, v, vw, "                    ", queue="q[t][0]", out="out_t"), "                }", "            }"]
+    return ["    acc_t q[RY][2 * R + 1][V];", *_each_row(zero, "    ", braces=False), *head, *body,
+            f"        if ({complete}) {{", f"            const long out = {out};", *store, "        }",
+            *_each_row(shift, "        ", braces=True), "    }"]
+
+
+def _each_row(lines: list[str], indent: str, braces: bool) -> list[str]:
+    """`lines` on one queue, as a loop over the queues of the thread's RY rows."""
+    inner = [line if line.startswith("#") else "    " + line.replace("q[", "q[t][") for line in lines]
+    return ["#pragma unroll", f"{indent}for (int t = 0; t < RY; ++t){' {' if braces else ''}", *inner,
+            *([f"{indent}}}"] if braces else [])]
 
 
 def _store(case: Case, v: int, vw: int, indent: str, queue: str = "q[0]", out: str = "out") -> list[str]:
