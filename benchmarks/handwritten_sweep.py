@@ -91,9 +91,8 @@ def stream_variants(case) -> list[tuple[str, dict]]:
     return made + [(f"{label}+stream", {**p, "streaming": True}) for label, p in made if label != "rows16"]
 
 
-def sweep_case(backend, case_id: str, passes: int, launches: int, candidates=None, extra=None) -> dict:
-    """`candidates`: (label, parameters, render) triples, default the rows16 family of
-    `variants`; `extra`: rows timed in the same passes on their own buffers, each
+def sweep_case(backend, case_id: str, passes: int, launches: int, candidates: list[tuple], extra=None) -> dict:
+    """`candidates`: (label, parameters, render) triples; `extra`: rows timed in the same passes on their own buffers, each
     (name, prepared, buffers, coef, multiplier) (a composed bound: a T = 1 kernel times T)."""
     import numpy as np
 
@@ -108,7 +107,6 @@ def sweep_case(backend, case_id: str, passes: int, launches: int, candidates=Non
     parameters: dict = {"straightforward": None}
     reference = None
     rejected = {}
-    candidates = candidates if candidates is not None else [(label, p, render) for label, p in variants(case)]
     for label, params, renderer in [("straightforward", None, None), *candidates]:
         try:
             if params is not None:
@@ -207,7 +205,7 @@ def admitted_kernels(export: str) -> dict[str, tuple[str, dict]]:
     return kernels
 
 
-def _with_admitted(case, made: list[tuple[str, dict]], admitted: tuple[str, dict] | None) -> list[tuple]:
+def _with_admitted(made: list[tuple[str, dict]], admitted: tuple[str, dict] | None) -> list[tuple]:
     """The (label, parameters, render) triples of `made`, then the admitted kernel as gated."""
     triples = [(label, p, render) for label, p in made]
     if admitted:
@@ -218,7 +216,7 @@ def _with_admitted(case, made: list[tuple[str, dict]], admitted: tuple[str, dict
 
 
 def sweep_rows16(backend, case_id: str, passes: int, launches: int, admitted=None) -> tuple[dict, str]:
-    row = sweep_case(backend, case_id, passes, launches, _with_admitted(parse_case(case_id), variants(parse_case(case_id)), admitted))
+    row = sweep_case(backend, case_id, passes, launches, _with_admitted(variants(parse_case(case_id)), admitted))
     best = row["variants"].get(row["best"], {})
     return row, f"best {row['best']} {best.get('percent_of_copy')}% of copy, {best.get('x_rows16')}x rows16"
 
@@ -259,7 +257,7 @@ def sweep_bulk(backend, case_id: str, passes: int, launches: int, admitted=None)
     case = parse_case(case_id)
     made = [("rows16", {"nv": 1, "chunk": default_chunk(case, 1), "by": 8}, render), ("planes", {}, render_planes)]
     made += [(f"bulk+nb{stages}", {"bulk": True, "stages": stages}, render_planes) for stages in (3, 4, 6)]
-    row = sweep_case(backend, case_id, passes, launches, made + _with_admitted(case, [], admitted))
+    row = sweep_case(backend, case_id, passes, launches, made + _with_admitted([], admitted))
     best = row["variants"].get(row["best"], {})
     return row, f"best {row['best']} {best.get('percent_of_copy')}% of copy, {best.get('x_rows16')}x rows16"
 
@@ -269,7 +267,7 @@ def sweep_changes(backend, case_id: str, passes: int, launches: int, march: bool
     case = parse_case(case_id)
     made = (tall_variants(case) if tall else rows_variants(case) if rows else stream_variants(case) if stream
             else lean_variants(case) if lean else change_variants(case, march))
-    row = sweep_case(backend, case_id, passes, launches, _with_admitted(case, made, admitted))
+    row = sweep_case(backend, case_id, passes, launches, _with_admitted(made, admitted))
     best = row["variants"].get(row["best"], {})
     return row, (f"best {row['best']} {best.get('percent_of_copy')}% of copy, {best.get('x_rows16')}x rows16, "
                  f"{best.get('x_straightforward')}x straightforward")
