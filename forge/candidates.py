@@ -130,7 +130,7 @@ def rows_a_thread(case: Case, chunk: int) -> list[tuple[str, dict, str, str]]:
     (docs/benchmarks/handwritten_rows_h200_s32.json, made with the launch slip docs/forge.md describes;
     handwritten_rows_fixed_h200_s32.json with it fixed): the f32 3D radius-1 constant-coefficient
     stencils (box_1/512^3 84% of copy against 79%, box_1/64x1024^2 87% against 81%, star_1/512^3 86%
-    against 84%, star_1/64x1024^2 91% against 88%). It lost everywhere else: star_2, f16 and f64,
+    against 84%, star_1/64x1024^2 89-91% against 88%). It lost everywhere else: star_2, f16 and f64,
     varcoef_star_1 (the rows' queues take registers those kernels' occupancy cannot spare)."""
     stencil = case.stencil
     if case.precision != "f32" or stencil.dims != 3 or stencil.radius != 1 or stencil.variable_coefficient:
