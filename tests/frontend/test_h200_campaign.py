@@ -89,7 +89,9 @@ def test_a_fresh_clone_browses_the_h200_campaign(db, client, capsys):
     # variant its sweep pointed at on 16 cases (h200_campaign_lean_s31.log), 3 retracted before (star_1 f16 both
     # shapes, varcoef_star_1/512^3 f16) and 7 downgraded before, and its re-run downgraded diamond_ts4/256^3
     # (1.641x, h200_matrix_rerun_s31.log); session 32's round admitted several rows a thread on box_1 512^3 and
-    # 64x1024^2 f32 and star_1/64x1024^2 f32, downgraded before (h200_campaign_rows_s32.log).
+    # 64x1024^2 f32 and star_1/64x1024^2 f32, downgraded before (h200_campaign_rows_s32.log); session 33's round
+    # admitted their launch-fixed kernels on box_1 512^3 and 64x1024^2 f32 and star_1/512^3 f32, admitted before
+    # (h200_campaign_rows_s33.log).
     assert len(expected) == 37
     statuses = [status for status, _ in expected.values()]
     assert (statuses.count("admitted"), statuses.count("downgraded"), statuses.count("retracted")) == (27, 6, 4)
