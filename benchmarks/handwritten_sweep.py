@@ -17,7 +17,7 @@ the same inputs (a variant that differs is reported, not timed); the gate does t
 without `alternate`, and `split` alone on rows16; `--family stream` session 32's `streaming` (evict-first
 output stores) on each lean kernel; `--family rows` its `ry` (several rows a thread) on each lean kernel;
 `--family tall` rows16's and rows8's lean kernels in 8-, 16- and 32-row blocks;
-`--family bulk` forge/handwritten_planes.py's `planes` with and without `bulk` (star_R in f32 and f64).
+`--family bulk` forge/handwritten_planes.py's `planes` with and without `bulk`, and with its producer warp (star_R in f32 and f64).
 
 On the device machine (docs/gpu.md):
 
@@ -251,12 +251,15 @@ def tall_variants(case) -> list[tuple[str, dict]]:
 
 def sweep_bulk(backend, case_id: str, passes: int, launches: int, admitted=None) -> tuple[dict, str]:
     """`planes` as gated and with session 32's `bulk` (the ring filled by the copy engine on mbarriers,
-    forge/handwritten_planes.py) at 3, 4 and 6 buffers, beside rows16 and the case's admitted kernel."""
+    forge/handwritten_planes.py) at 3, 4 and 6 buffers, and with session 33's producer warp (15 computing
+    warps and the producer: 512 threads, as planes' 16), beside rows16 and the case's admitted kernel."""
     from forge.handwritten_planes import render as render_planes
 
     case = parse_case(case_id)
     made = [("rows16", {"nv": 1, "chunk": default_chunk(case, 1), "by": 8}, render), ("planes", {}, render_planes)]
     made += [(f"bulk+nb{stages}", {"bulk": True, "stages": stages}, render_planes) for stages in (3, 4, 6)]
+    made += [(f"bulk+producer+nb{stages}", {"bulk": True, "producer": True, "height": 15, "stages": stages}, render_planes)
+             for stages in (3, 4, 6)]
     row = sweep_case(backend, case_id, passes, launches, made + _with_admitted([], admitted))
     best = row["variants"].get(row["best"], {})
     return row, f"best {row['best']} {best.get('percent_of_copy')}% of copy, {best.get('x_rows16')}x rows16"

@@ -118,27 +118,32 @@ def default_chunk(case: Case, height: int) -> int:
 
 
 def render(case: Case, height: int = 16, chunk: int | None = None, stages: int = STAGES,
-           bulk: bool = False) -> tuple[str, dict, str]:
+           bulk: bool = False, producer: bool = False) -> tuple[str, dict, str]:
     """(source, launch, hypothesis) of the planes kernel for a star_R case; with `bulk` the ring is
-    filled by the copy engine on mbarriers (f32 and f64: its copies are whole 16-byte multiples)."""
+    filled by the copy engine on mbarriers (f32 and f64: its copies are whole 16-byte multiples), with
+    `producer` too by a warp of its own beside the `height` computing ones."""
     check_case(case)
+    if producer and not bulk:
+        raise ValueError("a producer warp issues bulk copies: producer needs bulk")
     if bulk and VECTOR[case.precision][1] != 16:
         raise ValueError(f"{case.id}: bulk copies move whole 16-byte units; planes' {case.precision} vectors are narrower")
-    if not 2 <= stages <= 8 or height < 1 or TX * height > 1024:
+    warps = height + producer
+    if not 2 <= stages <= 8 or height < 1 or TX * warps > 1024:
         raise ValueError(f"stages {stages}, height {height}: 2 to 8 buffers, at most 1024 threads a block")
     r, v = case.stencil.radius, lanes(case)
     chunk = chunk or default_chunk(case, height)
     vtype, vbytes, cache = VECTOR[case.precision]
     source = _SOURCE.substitute(
-        case=case.id, R=r, V=v, H=height, MIN_BLOCKS=resident_blocks(case), L=chunk, NB=stages, THREADS=TX * height, VB=vbytes, CACHE=cache,
+        case=case.id, R=r, V=v, H=height, MIN_BLOCKS=resident_blocks(case), L=chunk, NB=stages, THREADS=TX * warps, WARPS=warps, VB=vbytes, CACHE=cache,
         INCLUDE="#include <cuda_fp16.h>\n" if case.precision == "f16" else "", ELEM=cuda_type(case.precision),
         ACC=acc_type(case.precision), VEC=vtype, LANES=_LANES[case.precision],
-        HOW="row copies by the copy engine on mbarriers" if bulk else f"{vbytes}-byte cp.async copies",
-        **(_BULK if bulk else {**_PLANES, "HELPERS": Template(_PLANES["HELPERS"]).substitute(CACHE=cache, VB=vbytes)}))
-    launch = {"block": [TX, height, 1], "tile": [TX * v, height, chunk], "shared_bytes": shared_bytes(case, height, stages)}
+        HOW=("row copies by the copy engine on mbarriers" + (", issued by a producer warp" if producer else "")
+             if bulk else f"{vbytes}-byte cp.async copies"),
+        **(_PRODUCER if producer else _BULK if bulk else {**_PLANES, "HELPERS": Template(_PLANES["HELPERS"]).substitute(CACHE=cache, VB=vbytes)}))
+    launch = {"block": [TX, warps, 1], "tile": [TX * v, height, chunk], "shared_bytes": shared_bytes(case, height, stages)}
     nx_halo = -(-r // v)
     reads = (height + 2 * r) / height * (TX + 2 * nx_halo) / TX * (chunk + 2 * r) / chunk
-    occupancy = resident_blocks(case) * TX * height / 2048
+    occupancy = resident_blocks(case) * TX * warps / 2048
     hypothesis = (f"{case.id}: the in-plane arms from a shared ring of {stages} input planes filled by cp.async "
                   f"({TX * v}x{height} tiles, {chunk} planes a block: each input point read {reads:.2f}x into the SM, "
                   f"where rows16 reads {2 * r + 1} rows a plane through L1), only the z arms in a {2 * r + 1}-deep register "
@@ -152,6 +157,18 @@ def candidate(case: Case) -> tuple[str, dict, str, str]:
     source, launch, hypothesis = render(case)
     return (f"planes: shared cp.async plane ring, z arms in registers, {launch['tile'][0]}x{launch['tile'][1]} tiles, "
             f"{launch['tile'][2]} planes a block", launch, hypothesis, source)
+
+
+def producer_candidate(case: Case) -> tuple[str, dict, str, str]:
+    """`planes` with the ring filled by bulk copies from a producer warp (session 33), at the 3 buffers and
+    15 computing warps the H200 sweep measured best (docs/benchmarks/handwritten_producer_h200_s33.json)."""
+    source, launch, _ = render(case, height=15, stages=3, bulk=True, producer=True)
+    hypothesis = (f"{case.id}: one change from planes: a producer warp fills the ring of 3 planes by bulk copies on "
+                  "mbarriers, so no computing warp issues a copy or waits at a block barrier a plane; gains where "
+                  "planes' barrier a plane, not its L2 reads, kept it from the copy bandwidth (the sweep: star_2/512^3 "
+                  "f64 78.7% of copy against planes' 72.0% and the admitted kernel's 75.7%).")
+    return (f"planes+bulk+producer: shared plane ring filled by a producer warp's bulk copies, z arms in registers, "
+            f"{launch['tile'][0]}x{launch['tile'][1]} tiles, {launch['tile'][2]} planes a block", launch, hypothesis, source)
 
 
 # to_lanes: a vector of V elements into acc_t lanes; from_lanes: back, rounded to the element type.
@@ -305,8 +322,55 @@ __device__ __forceinline__ void bulk_copy(void* dst, const void* src, unsigned b
 """,
 }
 
+# `bulk` with `producer` (session 33): one more warp, the producer, which only fills the ring (its 32 lanes
+# issue the tile's row copies, waiting on a buffer's `empty` mbarrier for the H computing warps), so no
+# computing thread issues a copy or waits for another warp; bulk's thread 0 did both, and lost to planes.
+_PRODUCER = {
+    **_BULK,
+    "COPY_PLANE": """    /* Plane `plane` into buffer `buffer` by the producer warp, once every computing warp is done with the plane
+       it held (`reused`). On the vector path its lanes issue the tile's row copies, completing on full[buffer];
+       otherwise they copy its cells lane by lane and each arrives there itself. */
+    auto copy_plane = [&](int plane, int buffer, bool reused) {
+        vec_t* tile = ring + buffer * CELLS;
+        const elem_t* src = u + (long)plane * sk;
+        if (reused) bar_wait(&empty[buffer], ((plane - zb + R) / NB - 1) & 1);
+        if (vec) {
+            const int x0 = max(xb - NX * V, 0), x1 = min(xb + (TX + NX) * V, nx);  /* the tile's columns in the grid */
+            const int y0 = max(yb - R, 0), y1 = min(yb + H + R, ny);  /* rows outside feed no stored output */
+            const unsigned bytes = (unsigned)((x1 - x0) * sizeof(elem_t));
+            if (tx == 0) bar_expect(&full[buffer], bytes * (unsigned)(y1 - y0));
+            __syncwarp();  /* the bytes are expected before any copy completes */
+            for (int gy = y0 + tx; gy < y1; gy += TX)
+                bulk_copy(tile + (gy - yb + R) * PITCH + (x0 - xb) / V + NX, src + (long)gy * nx + x0, bytes, &full[buffer]);
+            return;
+        }
+        for (int cell = tx; cell < CELLS; cell += TX) {
+            const int gy = yb - R + cell / PITCH, gx = xb + (cell % PITCH - NX) * V;
+            if (gy < 0 || gy >= ny) continue;
+            elem_t* lane = reinterpret_cast<elem_t*>(tile + cell);
+#pragma unroll
+            for (int i = 0; i < V; ++i) lane[i] = (gx + i >= 0 && gx + i < nx) ? src[(long)gy * nx + gx + i] : (elem_t)0;
+        }
+        bar_arrive(&full[buffer]);
+    };
+
+""",
+    "PROLOGUE": """    if (rank == 0) {
+        for (int b = 0; b < NB; ++b) { bar_init(&full[b], vec ? 1 : TX); bar_init(&empty[b], H); }
+        bar_fence_init();
+    }
+    __syncthreads();  /* the barriers are set up before any thread arrives */
+    if (ty == H) {  /* the producer warp: every plane of the chunk, at most NB ahead of the slowest computing warp */
+        for (int i = 0; i < planes; ++i) copy_plane(zb - R + i, i % NB, i >= NB);
+        return;
+    }
+""",
+    "HEAD": """        bar_wait(&full[read], (i / NB) & 1);  /* plane p has landed */
+""",
+}
+
 _SOURCE = Template("""/* Hand-written H200 candidate for $case (forge/handwritten_planes.py): star_$R with the in-plane
- * arms from a ring of $NB shared input planes ($HOW, $V x-points a thread, 32 x $H threads,
+ * arms from a ring of $NB shared input planes ($HOW, $V x-points a thread, 32 x $WARPS threads,
  * $L planes a block) and the z arms in a register queue of 2R+1 partial outputs. Any shape: odd
  * extents or unaligned arrays take per-lane scalar loads into the same tile. */
 ${INCLUDE}typedef $ELEM elem_t;

@@ -7,7 +7,7 @@ so the second pass finds the shared table complete and rewrites every output cor
 are written once per pass by one thread and never read). A kernel with dynamic shared memory
 (`extern __shared__`, barriers inside its loops: the `pipe` pipeline, the `planes` ring) runs each block's threads
 as fibers (ucontext; real threads until session 29, which spent most of these tests' time switching
-hundreds of them on two cores) meeting at barriers (each warp in turn sitting out two rounds, so warps drift apart), the shared array
+hundreds of them on two cores) meeting at barriers (each warp in turn sitting out two rounds, and independently eight, so warps drift apart), the shared array
 one buffer per block, and a thread that returns drops out of the barrier as it would on the GPU; cp.async copies (`planes`) land at
 the wait that covers them, not before, and bulk copies (`planes` with `bulk`) when their mbarrier's
 phase completes; warp shuffles (`pipe`'s `shuffle`) meet at a barrier of
@@ -231,15 +231,20 @@ extern "C" int emulate(int gx, int gy, int gz, int bx, int by, int bz, const voi
             f.context.uc_link = &scheduler;
             makecontext(&f.context, fiber_main, 0);
         }
-        /* Each warp in turn sits out two rounds, so warps drift apart as they may on the GPU (in index
-           order alone warp 0 always ran first, and `bulk` refilling a buffer another warp still read passed);
+        /* Each warp in turn sits out two rounds, and independently each in turn from the last one down eight,
+           so warps drift apart as they may on the GPU: in index order alone warp 0 always ran first, and
+           `bulk` refilling a buffer another warp still read passed; two rounds catch that, and eight a
+           producer warp (the last) that refills without waiting: it runs a plane a round, so a computing
+           warp's lag must exceed the ring's buffers, at most 8;
            a round without progress is run again with every warp before it counts as a deadlock. */
         bool everyone = false;
         for (int left = count, round = 0; left > 0; ++round) {
             const long before = progress;
-            const int held = everyone || warps < 2 ? -1 : round / 2 % warps;  /* two rounds: a lag a refill can meet */
+            const int held = everyone || warps < 2 ? -1 : round / 2 % warps;
+            const int held_long = everyone || warps < 2 ? -1 : warps - 1 - round / 8 % warps;  /* from the last warp down */
             for (Fiber& f : fibers) {
-                if (f.done || (&f - fibers.data()) / 32 == held) continue;
+                const int warp = (&f - fibers.data()) / 32;
+                if (f.done || warp == held || warp == held_long) continue;
                 fiber = &f;
                 swapcontext(&scheduler, &f.context);
                 if (f.done) { --left; ++progress; }

@@ -71,22 +71,26 @@ def test_planes_offered_for_the_constant_coefficient_3d_stars_only():
 BULK = [(case_id, chunk) for case_id, chunk in CASES if not case_id.endswith("f16")]
 
 
+@pytest.mark.parametrize("producer", [False, True], ids=["bulk", "producer"])
 @pytest.mark.parametrize("case_id, chunk", BULK)
-def test_bulk_is_correct_on_both_paths(case_id, chunk):
+def test_bulk_is_correct_on_both_paths(case_id, chunk, producer):
     """Copies land when their mbarrier's phase completes (tests/forge/cuda_emulation.py), on the bulk
-    path (aligned, nx a multiple of V: the tile edges clamped to the grid) and the per-thread one."""
+    path (aligned, nx a multiple of V: the tile edges clamped to the grid) and the per-thread one; with
+    session 33's producer warp too (15 computing warps and the producer, as the sweep runs it)."""
     case = parse_case(case_id)
-    source, launch, _ = render(case, chunk=chunk, bulk=True)
+    source, launch, _ = render(case, chunk=chunk, bulk=True, producer=producer, height=15 if producer else 16)
     assert "bulk_copy(" in source and "cp.async.cg" not in source
+    assert launch["block"][1] == launch["tile"][1] + producer
     for misalign in (False, True):
         assert judged(case, source, launch, misalign) <= TOLERANCE[case.precision], misalign
 
 
+@pytest.mark.parametrize("producer", [False, True], ids=["bulk", "producer"])
 @pytest.mark.parametrize("broken_by", [
     ("bar_wait(&full[read], (i / NB) & 1);", "/* no wait */"),  # reads a buffer before its plane lands
     ("if (reused) bar_wait(&empty[buffer], ((plane - zb + R) / NB - 1) & 1);", "/* no wait */"),  # refills one in use
 ])
-def test_a_bulk_ring_out_of_order_is_caught(broken_by):
+def test_a_bulk_ring_out_of_order_is_caught(broken_by, producer):
     """The emulation can fail the ring: a thread that reads a buffer without waiting for its plane's
     mbarrier reads its old plane; a producer that refills a buffer without waiting for every warp to be
     done with it completes the buffer's next phase under a warp that lags (the emulation lets warps
@@ -94,7 +98,7 @@ def test_a_bulk_ring_out_of_order_is_caught(broken_by):
     way the emulation fails it: wrong values, or a deadlock it reports. In warp order alone the second
     passed (7.6e-8, session 32)."""
     case = parse_case("star_2/20x40x260/f32")
-    source, launch, _ = render(case, chunk=4, bulk=True)
+    source, launch, _ = render(case, chunk=4, bulk=True, producer=producer)
     broken = source.replace(*broken_by)
     assert broken != source
     try:
@@ -108,3 +112,5 @@ def test_a_bulk_ring_out_of_order_is_caught(broken_by):
 def test_bulk_is_refused_for_narrower_vectors():
     with pytest.raises(ValueError, match="16-byte"):
         render(parse_case("star_1/8x19x70/f16"), bulk=True)
+    with pytest.raises(ValueError, match="needs bulk"):
+        render(parse_case("star_1/8x19x70/f32"), producer=True)
