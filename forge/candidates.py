@@ -43,9 +43,10 @@ def matrix_candidates(case: Case) -> list[tuple[str, dict, str, str]]:
     the in-plane arms from a shared ring of input planes filled by cp.async and only the z arms in
     registers, 40-64 registers a thread where rows16 took 94-168 for star_4; for star_1 it aimed at
     the L2 traffic of rows16's three rows a plane and lost on the H200 in f32 (docs/forge.md), and
-    is still offered to the f16 cases, which have not met it. In f64 `planes+bulk+producer` follows it: the ring
-    filled by a producer warp's bulk copies (session 33's sweep: star_2/512^3 f64 1.04x its admitted kernel; in
-    f32 it lost to the admitted kernels, and f16 vectors are too narrow for bulk copies)."""
+    is still offered to the f16 cases, which have not met it. For star_2 in f64 `planes+bulk+producer` follows it:
+    the ring filled by a producer warp's bulk copies (session 33's sweep: star_2/512^3 f64 1.04x its admitted
+    kernel; it lost to the admitted kernels of star_1 f64 and of star_1, star_2 and star_4 f32, and f16 vectors
+    are too narrow for bulk copies)."""
     if case.stencil.time_steps != 1:
         source, launch, hypothesis = render_temporal(case)
         made = [(f"octa: hand-written composed octahedron, pair sums, {launch['tile'][0] // 32} x-points per thread",
@@ -71,7 +72,7 @@ def matrix_candidates(case: Case) -> list[tuple[str, dict, str, str]]:
     stencil = case.stencil
     if stencil.family == "star" and stencil.dims == 3 and not stencil.variable_coefficient:
         made.append(planes_candidate(case))
-        if case.precision == "f64":  # where the H200 sweep put the producer warp ahead (session 33)
+        if case.precision == "f64" and stencil.radius == 2:  # where the H200 sweep put the producer warp ahead (session 33)
             made.append(producer_candidate(case))
     return made + marching_down(case, chunk) + lean(case, chunk) + rows_a_thread(case, chunk)
 

@@ -91,7 +91,8 @@ def test_a_fresh_clone_browses_the_h200_campaign(db, client, capsys):
     # (1.641x, h200_matrix_rerun_s31.log); session 32's round admitted several rows a thread on box_1 512^3 and
     # 64x1024^2 f32 and star_1/64x1024^2 f32, downgraded before (h200_campaign_rows_s32.log); session 33's round
     # admitted their launch-fixed kernels on box_1 512^3 and 64x1024^2 f32 and star_1/512^3 f32, admitted before
-    # (h200_campaign_rows_s33.log).
+    # (h200_campaign_rows_s33.log), and then `planes+bulk+producer` on star_2/512^3 f64, admitted before
+    # (h200_campaign_producer_s33.log).
     assert len(expected) == 37
     statuses = [status for status, _ in expected.values()]
     assert (statuses.count("admitted"), statuses.count("downgraded"), statuses.count("retracted")) == (27, 6, 4)
