@@ -59,11 +59,15 @@ rows16 there. Measured on the H200 (session 25): 15-25% slower than rows8/short4
 Odd shapes and unaligned arrays (nx not a multiple of V, or an array off the vector boundary) take
 per-lane scalar loads into the same shared tile and per-lane stores, in the same kernel.
 
-`bulk` (session 32, not yet measured): the ring filled by the copy engine instead of cp.async, thread
-0 issuing one bulk copy a tile row that completes on the buffer's `full` mbarrier, every warp arriving
-at its `empty` mbarrier when done, so no block-wide barrier a plane (what `planes` lost star_1 and
-star_2 to) while the L2 reads a point stay 1.21x at star_1/512^3 (Nsight Compute on the row kernels: the
-L2 runs as busy as in a copy while they read 1.2-1.9x their input from it, docs/forge.md).
+`bulk` (session 32): the ring filled by the copy engine instead of cp.async, thread 0 issuing one bulk
+copy a tile row that completes on the buffer's `full` mbarrier, every warp arriving at its `empty`
+mbarrier when done, so no block-wide barrier a plane (what `planes` lost star_1 and star_2 to) while the
+L2 reads a point stay 1.21x at star_1/512^3. Measured on the H200 (session 33): slower than `planes`
+itself in f32 (star_1/512^3 61.6% of copy against 65.8%, star_4 50% against 66%): thread 0 computes too,
+so its warp lags while it waits for `empty` and issues the copies, and every warp waits on it.
+`producer` (session 33): one more warp that only fills the ring, its lanes issuing the row copies; 15
+computing warps that only wait for `full`. 81% on star_1/512^3 f32 (still below the admitted 85%) and
+78.7% on star_2/512^3 f64, ahead of its admitted 75.7%, where it was gated and admitted (docs/forge.md).
 """
 from __future__ import annotations
 
@@ -72,6 +76,8 @@ from string import Template
 
 from measurement.harness.cases import Case
 from measurement.harness.codegen import acc_type, cuda_type
+
+from .handwritten_planes_bulk import BULK, PRODUCER
 
 TX = 32  # threads of a block in x: a warp reads one row of the tile
 STAGES = 4  # shared buffers: NB - 1 planes in flight while one is read
@@ -139,7 +145,7 @@ def render(case: Case, height: int = 16, chunk: int | None = None, stages: int =
         ACC=acc_type(case.precision), VEC=vtype, LANES=_LANES[case.precision],
         HOW=("row copies by the copy engine on mbarriers" + (", issued by a producer warp" if producer else "")
              if bulk else f"{vbytes}-byte cp.async copies"),
-        **(_PRODUCER if producer else _BULK if bulk else {**_PLANES, "HELPERS": Template(_PLANES["HELPERS"]).substitute(CACHE=cache, VB=vbytes)}))
+        **(PRODUCER if producer else BULK if bulk else {**_PLANES, "HELPERS": Template(_PLANES["HELPERS"]).substitute(CACHE=cache, VB=vbytes)}))
     launch = {"block": [TX, warps, 1], "tile": [TX * v, height, chunk], "shared_bytes": shared_bytes(case, height, stages)}
     nx_halo = -(-r // v)
     reads = (height + 2 * r) / height * (TX + 2 * nx_halo) / TX * (chunk + 2 * r) / chunk
@@ -236,136 +242,6 @@ template <int N> __device__ __forceinline__ void wait_async() { asm volatile("cp
         __syncthreads();       /* everyone's have, and everyone is done with plane p - 1's buffer */
         if (i + NB - 1 < planes) copy_plane(zb - R + i + NB - 1, fill);
         commit_async();
-""",
-}
-
-# `bulk` (session 32): the ring filled by the copy engine, one bulk copy a tile row issued by thread 0, each
-# buffer with an mbarrier that its copies complete (`full`) and one that every warp arrives at when done with
-# it (`empty`), so no thread waits for the whole block at any plane.
-_BULK = {
-    "HELPERS": """#ifndef EMULATED_BULK  /* tests/forge/cuda_emulation.py defines these with the same ordering rules */
-typedef unsigned long long mbar_t;
-__device__ __forceinline__ unsigned to_shared(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
-__device__ __forceinline__ void bar_init(mbar_t* bar, unsigned count)
-{
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(to_shared(bar)), "r"(count) : "memory");
-}
-__device__ __forceinline__ void bar_fence_init() { asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory"); }
-/* One arrival that also expects `bytes` from the copy engine before the phase completes. */
-__device__ __forceinline__ void bar_expect(mbar_t* bar, unsigned bytes)
-{
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(to_shared(bar)), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void bar_arrive(mbar_t* bar)
-{
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(to_shared(bar)) : "memory");
-}
-/* Until the phase of parity `parity` has completed. */
-__device__ __forceinline__ void bar_wait(mbar_t* bar, unsigned parity)
-{
-    asm volatile("{ .reg .pred done;\\n"
-                 "WAIT: mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\\n"
-                 "@!done bra WAIT; }" :: "r"(to_shared(bar)), "r"(parity) : "memory");
-}
-/* `bytes` (a multiple of 16, both ends 16-byte aligned) from global to shared memory by the copy engine. */
-__device__ __forceinline__ void bulk_copy(void* dst, const void* src, unsigned bytes, mbar_t* bar)
-{
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-                 :: "r"(to_shared(dst)), "l"(src), "r"(bytes), "r"(to_shared(bar)) : "memory");
-}
-#endif
-""",
-    "BARRIERS": """    __shared__ mbar_t full[NB], empty[NB];  /* buffer b holds its plane; every warp is done with buffer b */
-""",
-    "COPY_PLANE": """    /* Plane `plane` into buffer `buffer`, once every warp is done with the plane it held (`reused`). On the
-       vector path thread 0 copies each row of the tile in one bulk copy completing on full[buffer]; otherwise
-       every thread copies its cells lane by lane and arrives there itself. */
-    auto copy_plane = [&](int plane, int buffer, bool reused) {
-        vec_t* tile = ring + buffer * CELLS;
-        const elem_t* src = u + (long)plane * sk;
-        if (vec && rank != 0) return;
-        if (reused) bar_wait(&empty[buffer], ((plane - zb + R) / NB - 1) & 1);
-        if (vec) {
-            const int x0 = max(xb - NX * V, 0), x1 = min(xb + (TX + NX) * V, nx);  /* the tile's columns in the grid */
-            const int y0 = max(yb - R, 0), y1 = min(yb + H + R, ny);  /* rows outside feed no stored output */
-            const unsigned bytes = (unsigned)((x1 - x0) * sizeof(elem_t));
-            bar_expect(&full[buffer], bytes * (unsigned)(y1 - y0));
-            for (int gy = y0; gy < y1; ++gy)
-                bulk_copy(tile + (gy - yb + R) * PITCH + (x0 - xb) / V + NX, src + (long)gy * nx + x0, bytes, &full[buffer]);
-            return;
-        }
-#pragma unroll
-        for (int m = 0; m < PER; ++m) {
-            const int cell = rank + m * THREADS;
-            const int gy = yb - R + cell / PITCH, gx = xb + (cell % PITCH - NX) * V;
-            if (cell >= CELLS || gy < 0 || gy >= ny) continue;
-            elem_t* lane = reinterpret_cast<elem_t*>(tile + cell);
-#pragma unroll
-            for (int i = 0; i < V; ++i) lane[i] = (gx + i >= 0 && gx + i < nx) ? src[(long)gy * nx + gx + i] : (elem_t)0;
-        }
-        bar_arrive(&full[buffer]);
-    };
-
-""",
-    "PROLOGUE": """    if (rank == 0) {
-        for (int b = 0; b < NB; ++b) { bar_init(&full[b], vec ? 1 : THREADS); bar_init(&empty[b], THREADS / 32); }
-        bar_fence_init();
-    }
-    __syncthreads();  /* the barriers are set up before any thread arrives */
-    for (int s = 0; s < NB - 1 && s < planes; ++s) copy_plane(zb - R + s, s, false);
-""",
-    "HEAD": """        if (i + NB - 1 < planes) copy_plane(zb - R + i + NB - 1, fill, i >= 1);
-        bar_wait(&full[read], (i / NB) & 1);  /* plane p has landed */
-""",
-    "TAIL": """        __syncwarp();
-        if ((rank & 31) == 0) bar_arrive(&empty[read]);  /* this warp is done with plane p's buffer */
-""",
-}
-
-# `bulk` with `producer` (session 33): one more warp, the producer, which only fills the ring (its 32 lanes
-# issue the tile's row copies, waiting on a buffer's `empty` mbarrier for the H computing warps), so no
-# computing thread issues a copy or waits for another warp; bulk's thread 0 did both, and lost to planes.
-_PRODUCER = {
-    **_BULK,
-    "COPY_PLANE": """    /* Plane `plane` into buffer `buffer` by the producer warp, once every computing warp is done with the plane
-       it held (`reused`). On the vector path its lanes issue the tile's row copies, completing on full[buffer];
-       otherwise they copy its cells lane by lane and each arrives there itself. */
-    auto copy_plane = [&](int plane, int buffer, bool reused) {
-        vec_t* tile = ring + buffer * CELLS;
-        const elem_t* src = u + (long)plane * sk;
-        if (reused) bar_wait(&empty[buffer], ((plane - zb + R) / NB - 1) & 1);
-        if (vec) {
-            const int x0 = max(xb - NX * V, 0), x1 = min(xb + (TX + NX) * V, nx);  /* the tile's columns in the grid */
-            const int y0 = max(yb - R, 0), y1 = min(yb + H + R, ny);  /* rows outside feed no stored output */
-            const unsigned bytes = (unsigned)((x1 - x0) * sizeof(elem_t));
-            if (tx == 0) bar_expect(&full[buffer], bytes * (unsigned)(y1 - y0));
-            __syncwarp();  /* the bytes are expected before any copy completes */
-            for (int gy = y0 + tx; gy < y1; gy += TX)
-                bulk_copy(tile + (gy - yb + R) * PITCH + (x0 - xb) / V + NX, src + (long)gy * nx + x0, bytes, &full[buffer]);
-            return;
-        }
-        for (int cell = tx; cell < CELLS; cell += TX) {
-            const int gy = yb - R + cell / PITCH, gx = xb + (cell % PITCH - NX) * V;
-            if (gy < 0 || gy >= ny) continue;
-            elem_t* lane = reinterpret_cast<elem_t*>(tile + cell);
-#pragma unroll
-            for (int i = 0; i < V; ++i) lane[i] = (gx + i >= 0 && gx + i < nx) ? src[(long)gy * nx + gx + i] : (elem_t)0;
-        }
-        bar_arrive(&full[buffer]);
-    };
-
-""",
-    "PROLOGUE": """    if (rank == 0) {
-        for (int b = 0; b < NB; ++b) { bar_init(&full[b], vec ? 1 : TX); bar_init(&empty[b], H); }
-        bar_fence_init();
-    }
-    __syncthreads();  /* the barriers are set up before any thread arrives */
-    if (ty == H) {  /* the producer warp: every plane of the chunk, at most NB ahead of the slowest computing warp */
-        for (int i = 0; i < planes; ++i) copy_plane(zb - R + i, i % NB, i >= NB);
-        return;
-    }
-""",
-    "HEAD": """        bar_wait(&full[read], (i / NB) & 1);  /* plane p has landed */
 """,
 }
 

@@ -1,0 +1,135 @@
+"""The text of `planes` (forge/handwritten_planes.py) that fills its ring by the copy engine instead of every
+thread's cp.async: `bulk` (session 32), thread 0 issuing the row copies on mbarriers, and `bulk` with
+`producer` (session 33), a warp of its own issuing them. Kept apart so the planes module stays short; the
+H200 measurements of both are in that module's docstring and docs/forge.md."""
+from __future__ import annotations
+
+# `bulk` (session 32): the ring filled by the copy engine, one bulk copy a tile row issued by thread 0, each
+# buffer with an mbarrier that its copies complete (`full`) and one that every warp arrives at when done with
+# it (`empty`), so no thread waits for the whole block at any plane.
+BULK = {
+    "HELPERS": """#ifndef EMULATED_BULK  /* tests/forge/cuda_emulation.py defines these with the same ordering rules */
+typedef unsigned long long mbar_t;
+__device__ __forceinline__ unsigned to_shared(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
+__device__ __forceinline__ void bar_init(mbar_t* bar, unsigned count)
+{
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(to_shared(bar)), "r"(count) : "memory");
+}
+__device__ __forceinline__ void bar_fence_init() { asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory"); }
+/* One arrival that also expects `bytes` from the copy engine before the phase completes. */
+__device__ __forceinline__ void bar_expect(mbar_t* bar, unsigned bytes)
+{
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(to_shared(bar)), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void bar_arrive(mbar_t* bar)
+{
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(to_shared(bar)) : "memory");
+}
+/* Until the phase of parity `parity` has completed. */
+__device__ __forceinline__ void bar_wait(mbar_t* bar, unsigned parity)
+{
+    asm volatile("{ .reg .pred done;\\n"
+                 "WAIT: mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\\n"
+                 "@!done bra WAIT; }" :: "r"(to_shared(bar)), "r"(parity) : "memory");
+}
+/* `bytes` (a multiple of 16, both ends 16-byte aligned) from global to shared memory by the copy engine. */
+__device__ __forceinline__ void bulk_copy(void* dst, const void* src, unsigned bytes, mbar_t* bar)
+{
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                 :: "r"(to_shared(dst)), "l"(src), "r"(bytes), "r"(to_shared(bar)) : "memory");
+}
+#endif
+""",
+    "BARRIERS": """    __shared__ mbar_t full[NB], empty[NB];  /* buffer b holds its plane; every warp is done with buffer b */
+""",
+    "COPY_PLANE": """    /* Plane `plane` into buffer `buffer`, once every warp is done with the plane it held (`reused`). On the
+       vector path thread 0 copies each row of the tile in one bulk copy completing on full[buffer]; otherwise
+       every thread copies its cells lane by lane and arrives there itself. */
+    auto copy_plane = [&](int plane, int buffer, bool reused) {
+        vec_t* tile = ring + buffer * CELLS;
+        const elem_t* src = u + (long)plane * sk;
+        if (vec && rank != 0) return;
+        if (reused) bar_wait(&empty[buffer], ((plane - zb + R) / NB - 1) & 1);
+        if (vec) {
+            const int x0 = max(xb - NX * V, 0), x1 = min(xb + (TX + NX) * V, nx);  /* the tile's columns in the grid */
+            const int y0 = max(yb - R, 0), y1 = min(yb + H + R, ny);  /* rows outside feed no stored output */
+            const unsigned bytes = (unsigned)((x1 - x0) * sizeof(elem_t));
+            bar_expect(&full[buffer], bytes * (unsigned)(y1 - y0));
+            for (int gy = y0; gy < y1; ++gy)
+                bulk_copy(tile + (gy - yb + R) * PITCH + (x0 - xb) / V + NX, src + (long)gy * nx + x0, bytes, &full[buffer]);
+            return;
+        }
+#pragma unroll
+        for (int m = 0; m < PER; ++m) {
+            const int cell = rank + m * THREADS;
+            const int gy = yb - R + cell / PITCH, gx = xb + (cell % PITCH - NX) * V;
+            if (cell >= CELLS || gy < 0 || gy >= ny) continue;
+            elem_t* lane = reinterpret_cast<elem_t*>(tile + cell);
+#pragma unroll
+            for (int i = 0; i < V; ++i) lane[i] = (gx + i >= 0 && gx + i < nx) ? src[(long)gy * nx + gx + i] : (elem_t)0;
+        }
+        bar_arrive(&full[buffer]);
+    };
+
+""",
+    "PROLOGUE": """    if (rank == 0) {
+        for (int b = 0; b < NB; ++b) { bar_init(&full[b], vec ? 1 : THREADS); bar_init(&empty[b], THREADS / 32); }
+        bar_fence_init();
+    }
+    __syncthreads();  /* the barriers are set up before any thread arrives */
+    for (int s = 0; s < NB - 1 && s < planes; ++s) copy_plane(zb - R + s, s, false);
+""",
+    "HEAD": """        if (i + NB - 1 < planes) copy_plane(zb - R + i + NB - 1, fill, i >= 1);
+        bar_wait(&full[read], (i / NB) & 1);  /* plane p has landed */
+""",
+    "TAIL": """        __syncwarp();
+        if ((rank & 31) == 0) bar_arrive(&empty[read]);  /* this warp is done with plane p's buffer */
+""",
+}
+
+# `bulk` with `producer` (session 33): one more warp, the producer, which only fills the ring (its 32 lanes
+# issue the tile's row copies, waiting on a buffer's `empty` mbarrier for the H computing warps), so no
+# computing thread issues a copy or waits for another warp; bulk's thread 0 did both, and lost to planes.
+PRODUCER = {
+    **BULK,
+    "COPY_PLANE": """    /* Plane `plane` into buffer `buffer` by the producer warp, once every computing warp is done with the plane
+       it held (`reused`). On the vector path its lanes issue the tile's row copies, completing on full[buffer];
+       otherwise they copy its cells lane by lane and each arrives there itself. */
+    auto copy_plane = [&](int plane, int buffer, bool reused) {
+        vec_t* tile = ring + buffer * CELLS;
+        const elem_t* src = u + (long)plane * sk;
+        if (reused) bar_wait(&empty[buffer], ((plane - zb + R) / NB - 1) & 1);
+        if (vec) {
+            const int x0 = max(xb - NX * V, 0), x1 = min(xb + (TX + NX) * V, nx);  /* the tile's columns in the grid */
+            const int y0 = max(yb - R, 0), y1 = min(yb + H + R, ny);  /* rows outside feed no stored output */
+            const unsigned bytes = (unsigned)((x1 - x0) * sizeof(elem_t));
+            if (tx == 0) bar_expect(&full[buffer], bytes * (unsigned)(y1 - y0));
+            __syncwarp();  /* the bytes are expected before any copy completes */
+            for (int gy = y0 + tx; gy < y1; gy += TX)
+                bulk_copy(tile + (gy - yb + R) * PITCH + (x0 - xb) / V + NX, src + (long)gy * nx + x0, bytes, &full[buffer]);
+            return;
+        }
+        for (int cell = tx; cell < CELLS; cell += TX) {
+            const int gy = yb - R + cell / PITCH, gx = xb + (cell % PITCH - NX) * V;
+            if (gy < 0 || gy >= ny) continue;
+            elem_t* lane = reinterpret_cast<elem_t*>(tile + cell);
+#pragma unroll
+            for (int i = 0; i < V; ++i) lane[i] = (gx + i >= 0 && gx + i < nx) ? src[(long)gy * nx + gx + i] : (elem_t)0;
+        }
+        bar_arrive(&full[buffer]);
+    };
+
+""",
+    "PROLOGUE": """    if (rank == 0) {
+        for (int b = 0; b < NB; ++b) { bar_init(&full[b], vec ? 1 : TX); bar_init(&empty[b], H); }
+        bar_fence_init();
+    }
+    __syncthreads();  /* the barriers are set up before any thread arrives */
+    if (ty == H) {  /* the producer warp: every plane of the chunk, at most NB ahead of the slowest computing warp */
+        for (int i = 0; i < planes; ++i) copy_plane(zb - R + i, i % NB, i >= NB);
+        return;
+    }
+""",
+    "HEAD": """        bar_wait(&full[read], (i / NB) & 1);  /* plane p has landed */
+""",
+}
