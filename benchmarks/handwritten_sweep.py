@@ -17,7 +17,8 @@ the same inputs (a variant that differs is reported, not timed); the gate does t
 without `alternate`, and `split` alone on rows16; `--family stream` session 32's `streaming` (evict-first
 output stores) on each lean kernel; `--family rows` its `ry` (several rows a thread) on each lean kernel;
 `--family tall` rows16's and rows8's lean kernels in 8-, 16- and 32-row blocks;
-`--family bulk` forge/handwritten_planes.py's `planes` with and without `bulk`, and with its producer warp (star_R in f32 and f64).
+`--family bulk` forge/handwritten_planes.py's `planes` with and without `bulk`, and with its producer warp (star_R in f32 and f64);
+`--family producer` the producer warp over buffers and planes a block.
 
 On the device machine (docs/gpu.md):
 
@@ -265,6 +266,21 @@ def sweep_bulk(backend, case_id: str, passes: int, launches: int, admitted=None)
     return row, f"best {row['best']} {best.get('percent_of_copy')}% of copy, {best.get('x_rows16')}x rows16"
 
 
+def sweep_producer(backend, case_id: str, passes: int, launches: int, admitted=None) -> tuple[dict, str]:
+    """Session 33's producer warp at 3 and 4 buffers over 16 to 128 planes a block, beside `planes` as gated,
+    rows16 and the case's admitted kernel: its first sweep took the chunk `default_chunk` gives 15-row tiles
+    (16 planes at star_1/512^3, where `planes`' 16-row tiles get 128), so its z halo was read 18/16 times."""
+    from forge.handwritten_planes import render as render_planes
+
+    case = parse_case(case_id)
+    made = [("rows16", {"nv": 1, "chunk": default_chunk(case, 1), "by": 8}, render), ("planes", {}, render_planes)]
+    made += [(f"producer+nb{stages}+l{chunk}", {"bulk": True, "producer": True, "height": 15, "stages": stages, "chunk": chunk},
+              render_planes) for stages in (3, 4) for chunk in (16, 32, 64, 128) if chunk < case.shape[0]]
+    row = sweep_case(backend, case_id, passes, launches, made + _with_admitted([], admitted))
+    best = row["variants"].get(row["best"], {})
+    return row, f"best {row['best']} {best.get('percent_of_copy')}% of copy, {best.get('x_rows16')}x rows16"
+
+
 def sweep_changes(backend, case_id: str, passes: int, launches: int, march: bool = False, lean: bool = False,
                   stream: bool = False, rows: bool = False, tall: bool = False, admitted=None) -> tuple[dict, str]:
     case = parse_case(case_id)
@@ -282,7 +298,8 @@ def main() -> int:
                        "lean": lambda *a, **k: sweep_changes(*a, lean=True, **k),
                        "stream": lambda *a, **k: sweep_changes(*a, stream=True, **k),
                        "rows": lambda *a, **k: sweep_changes(*a, rows=True, **k),
-                       "tall": lambda *a, **k: sweep_changes(*a, tall=True, **k), "bulk": sweep_bulk})
+                       "tall": lambda *a, **k: sweep_changes(*a, tall=True, **k), "bulk": sweep_bulk,
+                       "producer": sweep_producer})
 
 
 if __name__ == "__main__":
