@@ -8,7 +8,9 @@ DRAM bytes go on the memory-bound cases (session 28, scripts/rows16_ncu.sh); `ro
 (session 29, scripts/f16_ncu.sh: what the fair f16 kernel does that the plane queue does not).
 `--candidate NAME` launches what a campaign submits under that name (forge/candidates.py, the subject
 before its colon: `rows8+lean`), byte for byte the source the gate measured, and `--design copy` the
-harness's copy of the case's array size, the ceiling of "% of copy" (session 32, scripts/candidate_ncu.sh).
+harness's copy of the case's array size, the ceiling of "% of copy" (session 32, scripts/candidate_ncu.sh);
+`--design producer` `planes` with session 33's producer warp as forge/handwritten_planes.py's
+`producer_candidate` renders it, also where campaigns do not offer it (f32: why it loses there).
 
 On the device machine (docs/gpu.md):
 
@@ -34,7 +36,7 @@ def main() -> int:
     parser.add_argument("--case", required=True)
     parser.add_argument("--shuffle", action="store_true")
     parser.add_argument("--skip", action="store_true")
-    parser.add_argument("--design", choices=["pipe", "rows16", "rows8", "straightforward", "copy"], default="pipe",
+    parser.add_argument("--design", choices=["pipe", "rows16", "rows8", "straightforward", "copy", "producer"], default="pipe",
                         help="copy: the harness's copy ceiling for the case's array size (its kernel is harness_copy)")
     parser.add_argument("--by", type=int, default=8, help="rows16: rows a block (4: short4)")
     parser.add_argument("--candidate", help="a campaign candidate's name (forge/candidates.py), instead of --design")
@@ -59,6 +61,11 @@ def main() -> int:
     elif options.design == "straightforward":
         kernel = backend.straightforward(case)
         source, launch, label = kernel.source, kernel.launch, "straightforward"
+    elif options.design == "producer":
+        from forge.handwritten_planes import producer_candidate
+
+        _, launch, _, source = producer_candidate(case)
+        label = "planes+bulk+producer"
     elif options.design in ("rows16", "rows8"):
         source, launch, _ = render(case, by=options.by, vector_bytes=16 if options.design == "rows16" else 8)
         label = f"{options.design} by={options.by}"
