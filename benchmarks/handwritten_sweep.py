@@ -267,15 +267,20 @@ def sweep_bulk(backend, case_id: str, passes: int, launches: int, admitted=None)
 
 
 def sweep_producer(backend, case_id: str, passes: int, launches: int, admitted=None) -> tuple[dict, str]:
-    """Session 33's producer warp at 3 and 4 buffers over 16 to 128 planes a block, beside `planes` as gated,
+    """Session 33's producer warp at 3 and 4 buffers over 16 to 128 planes a block, and with one block an SM
+    less (32 and 64 planes) so that nvcc need not spill, beside `planes` as gated,
     rows16 and the case's admitted kernel: its first sweep took the chunk `default_chunk` gives 15-row tiles
     (16 planes at star_1/512^3, where `planes`' 16-row tiles get 128), so its z halo was read 18/16 times."""
-    from forge.handwritten_planes import render as render_planes
+    from forge.handwritten_planes import render as render_planes, resident_blocks
 
     case = parse_case(case_id)
     made = [("rows16", {"nv": 1, "chunk": default_chunk(case, 1), "by": 8}, render), ("planes", {}, render_planes)]
     made += [(f"producer+nb{stages}+l{chunk}", {"bulk": True, "producer": True, "height": 15, "stages": stages, "chunk": chunk},
               render_planes) for stages in (3, 4) for chunk in (16, 32, 64, 128) if chunk < case.shape[0]]
+    fewer = resident_blocks(case) - 1  # one block less an SM: the registers nvcc spilled under the bound (f32 star_2, star_4)
+    made += [(f"producer+nb{stages}+l{chunk}+b{fewer}", {"bulk": True, "producer": True, "height": 15, "stages": stages,
+                                                       "chunk": chunk, "resident": fewer}, render_planes)
+             for stages in (3, 4) for chunk in (32, 64) if chunk < case.shape[0]]
     row = sweep_case(backend, case_id, passes, launches, made + _with_admitted([], admitted))
     best = row["variants"].get(row["best"], {})
     return row, f"best {row['best']} {best.get('percent_of_copy')}% of copy, {best.get('x_rows16')}x rows16"

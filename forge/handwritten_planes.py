@@ -124,10 +124,11 @@ def default_chunk(case: Case, height: int) -> int:
 
 
 def render(case: Case, height: int = 16, chunk: int | None = None, stages: int = STAGES,
-           bulk: bool = False, producer: bool = False) -> tuple[str, dict, str]:
+           bulk: bool = False, producer: bool = False, resident: int | None = None) -> tuple[str, dict, str]:
     """(source, launch, hypothesis) of the planes kernel for a star_R case; with `bulk` the ring is
     filled by the copy engine on mbarriers (f32 and f64: its copies are whole 16-byte multiples), with
-    `producer` too by a warp of its own beside the `height` computing ones."""
+    `producer` too by a warp of its own beside the `height` computing ones. `resident`: the blocks an SM is
+    to hold, for __launch_bounds__ (default `resident_blocks`; fewer leave nvcc more registers a thread)."""
     check_case(case)
     if producer and not bulk:
         raise ValueError("a producer warp issues bulk copies: producer needs bulk")
@@ -140,7 +141,7 @@ def render(case: Case, height: int = 16, chunk: int | None = None, stages: int =
     chunk = chunk or default_chunk(case, height)
     vtype, vbytes, cache = VECTOR[case.precision]
     source = _SOURCE.substitute(
-        case=case.id, R=r, V=v, H=height, MIN_BLOCKS=resident_blocks(case), L=chunk, NB=stages, THREADS=TX * warps, WARPS=warps, VB=vbytes, CACHE=cache,
+        case=case.id, R=r, V=v, H=height, MIN_BLOCKS=resident or resident_blocks(case), L=chunk, NB=stages, THREADS=TX * warps, WARPS=warps, VB=vbytes, CACHE=cache,
         INCLUDE="#include <cuda_fp16.h>\n" if case.precision == "f16" else "", ELEM=cuda_type(case.precision),
         ACC=acc_type(case.precision), VEC=vtype, LANES=_LANES[case.precision],
         HOW=("row copies by the copy engine on mbarriers" + (", issued by a producer warp" if producer else "")
@@ -149,7 +150,7 @@ def render(case: Case, height: int = 16, chunk: int | None = None, stages: int =
     launch = {"block": [TX, warps, 1], "tile": [TX * v, height, chunk], "shared_bytes": shared_bytes(case, height, stages)}
     nx_halo = -(-r // v)
     reads = (height + 2 * r) / height * (TX + 2 * nx_halo) / TX * (chunk + 2 * r) / chunk
-    occupancy = resident_blocks(case) * TX * warps / 2048
+    occupancy = (resident or resident_blocks(case)) * TX * warps / 2048
     hypothesis = (f"{case.id}: the in-plane arms from a shared ring of {stages} input planes filled by cp.async "
                   f"({TX * v}x{height} tiles, {chunk} planes a block: each input point read {reads:.2f}x into the SM, "
                   f"where rows16 reads {2 * r + 1} rows a plane through L1), only the z arms in a {2 * r + 1}-deep register "
