@@ -11,7 +11,7 @@ OUT_DIR=${1:?usage: scripts/candidate_ncu.sh OUT_DIR TAG < "CASE NAME" lines}
 TAG=${2:?usage: scripts/candidate_ncu.sh OUT_DIR TAG < "CASE NAME" lines}
 while read -r case_id candidate; do
     [ -z "$case_id" ] && continue
-    name=$(echo "${case_id}_$candidate" | tr '/+:' '_-_')
+    name=$(echo "${case_id}_$candidate" | tr '/:+' '__-')
     if [ "$candidate" = copy ]; then
         kernel=(--kernel-name harness_copy --launch-skip 2); what=(--design copy)
     elif [ "${candidate#design:}" != "$candidate" ]; then  # design:NAME, pipe_profile.py --design NAME
