@@ -216,10 +216,14 @@ def _with_admitted(made: list[tuple[str, dict]], admitted: tuple[str, dict] | No
     return triples
 
 
+def _best_line(row: dict) -> str:
+    best = row["variants"].get(row["best"], {})
+    return f"best {row['best']} {best.get('percent_of_copy')}% of copy, {best.get('x_rows16')}x rows16"
+
+
 def sweep_rows16(backend, case_id: str, passes: int, launches: int, admitted=None) -> tuple[dict, str]:
     row = sweep_case(backend, case_id, passes, launches, _with_admitted(variants(parse_case(case_id)), admitted))
-    best = row["variants"].get(row["best"], {})
-    return row, f"best {row['best']} {best.get('percent_of_copy')}% of copy, {best.get('x_rows16')}x rows16"
+    return row, _best_line(row)
 
 
 def _lean_family(case, kernels: list[tuple[str, dict]], parameter: str, values: tuple[int, ...]) -> list[tuple[str, dict]]:
@@ -250,40 +254,42 @@ def tall_variants(case) -> list[tuple[str, dict]]:
     return _lean_family(case, [("rows16", {})] + ([("rows8", {"vector_bytes": 8})] if rows8_fits(case) else []), "by", (8, 16, 32))
 
 
-def sweep_bulk(backend, case_id: str, passes: int, launches: int, admitted=None) -> tuple[dict, str]:
-    """`planes` as gated and with session 32's `bulk` (the ring filled by the copy engine on mbarriers,
-    forge/handwritten_planes.py) at 3, 4 and 6 buffers, and with session 33's producer warp (15 computing
-    warps and the producer: 512 threads, as planes' 16), beside rows16 and the case's admitted kernel."""
+def _sweep_planes(backend, case_id: str, passes: int, launches: int, admitted, made: list[tuple[str, dict]]) -> tuple[dict, str]:
+    """rows16 and `planes` as gated, then `made` ((label, forge/handwritten_planes.py `render` parameters)), then the
+    case's admitted kernel."""
     from forge.handwritten_planes import render as render_planes
 
     case = parse_case(case_id)
-    made = [("rows16", {"nv": 1, "chunk": default_chunk(case, 1), "by": 8}, render), ("planes", {}, render_planes)]
-    made += [(f"bulk+nb{stages}", {"bulk": True, "stages": stages}, render_planes) for stages in (3, 4, 6)]
-    made += [(f"bulk+producer+nb{stages}", {"bulk": True, "producer": True, "height": 15, "stages": stages}, render_planes)
+    kernels = [("rows16", {"nv": 1, "chunk": default_chunk(case, 1), "by": 8}, render), ("planes", {}, render_planes)]
+    kernels += [(label, parameters, render_planes) for label, parameters in made]
+    row = sweep_case(backend, case_id, passes, launches, kernels + _with_admitted([], admitted))
+    return row, _best_line(row)
+
+
+def sweep_bulk(backend, case_id: str, passes: int, launches: int, admitted=None) -> tuple[dict, str]:
+    """`planes` with session 32's `bulk` (the ring filled by the copy engine on mbarriers, forge/handwritten_planes.py)
+    at 3, 4 and 6 buffers, and with session 33's producer warp (15 computing warps and the producer: 512 threads,
+    as planes' 16)."""
+    made = [(f"bulk+nb{stages}", {"bulk": True, "stages": stages}) for stages in (3, 4, 6)]
+    made += [(f"bulk+producer+nb{stages}", {"bulk": True, "producer": True, "height": 15, "stages": stages})
              for stages in (3, 4, 6)]
-    row = sweep_case(backend, case_id, passes, launches, made + _with_admitted([], admitted))
-    best = row["variants"].get(row["best"], {})
-    return row, f"best {row['best']} {best.get('percent_of_copy')}% of copy, {best.get('x_rows16')}x rows16"
+    return _sweep_planes(backend, case_id, passes, launches, admitted, made)
 
 
 def sweep_producer(backend, case_id: str, passes: int, launches: int, admitted=None) -> tuple[dict, str]:
     """Session 33's producer warp at 3 and 4 buffers over 16 to 128 planes a block, and with one block an SM
-    less (32 and 64 planes) so that nvcc need not spill, beside `planes` as gated,
-    rows16 and the case's admitted kernel: its first sweep took the chunk `default_chunk` gives 15-row tiles
-    (16 planes at star_1/512^3, where `planes`' 16-row tiles get 128), so its z halo was read 18/16 times."""
-    from forge.handwritten_planes import render as render_planes, resident_blocks
+    less (32 and 64 planes) so that nvcc need not spill: its first sweep took the chunk `default_chunk` gives
+    15-row tiles (16 planes at star_1/512^3, where `planes`' 16-row tiles get 128)."""
+    from forge.handwritten_planes import resident_blocks
 
     case = parse_case(case_id)
-    made = [("rows16", {"nv": 1, "chunk": default_chunk(case, 1), "by": 8}, render), ("planes", {}, render_planes)]
-    made += [(f"producer+nb{stages}+l{chunk}", {"bulk": True, "producer": True, "height": 15, "stages": stages, "chunk": chunk},
-              render_planes) for stages in (3, 4) for chunk in (16, 32, 64, 128) if chunk < case.shape[0]]
+    producer = {"bulk": True, "producer": True, "height": 15}
+    made = [(f"producer+nb{stages}+l{chunk}", {**producer, "stages": stages, "chunk": chunk})
+            for stages in (3, 4) for chunk in (16, 32, 64, 128) if chunk < case.shape[0]]
     fewer = resident_blocks(case) - 1  # one block less an SM: the registers nvcc spilled under the bound (f32 star_2, star_4)
-    made += [(f"producer+nb{stages}+l{chunk}+b{fewer}", {"bulk": True, "producer": True, "height": 15, "stages": stages,
-                                                       "chunk": chunk, "resident": fewer}, render_planes)
+    made += [(f"producer+nb{stages}+l{chunk}+b{fewer}", {**producer, "stages": stages, "chunk": chunk, "resident": fewer})
              for stages in (3, 4) for chunk in (32, 64) if chunk < case.shape[0]]
-    row = sweep_case(backend, case_id, passes, launches, made + _with_admitted([], admitted))
-    best = row["variants"].get(row["best"], {})
-    return row, f"best {row['best']} {best.get('percent_of_copy')}% of copy, {best.get('x_rows16')}x rows16"
+    return _sweep_planes(backend, case_id, passes, launches, admitted, made)
 
 
 def sweep_changes(backend, case_id: str, passes: int, launches: int, march: bool = False, lean: bool = False,
@@ -292,9 +298,7 @@ def sweep_changes(backend, case_id: str, passes: int, launches: int, march: bool
     made = (tall_variants(case) if tall else rows_variants(case) if rows else stream_variants(case) if stream
             else lean_variants(case) if lean else change_variants(case, march))
     row = sweep_case(backend, case_id, passes, launches, _with_admitted(made, admitted))
-    best = row["variants"].get(row["best"], {})
-    return row, (f"best {row['best']} {best.get('percent_of_copy')}% of copy, {best.get('x_rows16')}x rows16, "
-                 f"{best.get('x_straightforward')}x straightforward")
+    return row, f"{_best_line(row)}, {row['variants'].get(row['best'], {}).get('x_straightforward')}x straightforward"
 
 
 def main() -> int:
