@@ -96,9 +96,9 @@ def test_a_bulk_ring_out_of_order_is_caught(broken_by, producer):
     """The emulation can fail the ring: a thread that reads a buffer without waiting for its plane's
     mbarrier reads its old plane; a producer that refills a buffer without waiting for every warp to be
     done with it completes the buffer's next phase under a warp that lags (the emulation lets warps
-    drift apart: one sits out two rounds in turn), which then waits for a phase that has passed. Either
-    way the emulation fails it: wrong values, or a deadlock it reports. In warp order alone the second
-    passed (7.6e-8, session 32)."""
+    drift apart: one sits out two rounds in turn, and one eight), which then waits for a phase that has
+    passed. Either way the emulation fails it: wrong values, or a deadlock it reports. In warp order alone
+    the second passed (7.6e-8, session 32), and for the producer warp with two-round lags alone (session 33)."""
     case = parse_case("star_2/20x40x260/f32")
     source, launch, _ = render(case, chunk=4, bulk=True, producer=producer)
     broken = source.replace(*broken_by)
