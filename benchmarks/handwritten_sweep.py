@@ -18,7 +18,8 @@ without `alternate`, and `split` alone on rows16; `--family stream` session 32's
 output stores) on each lean kernel; `--family rows` its `ry` (several rows a thread) on each lean kernel;
 `--family tall` rows16's and rows8's lean kernels in 8-, 16- and 32-row blocks;
 `--family bulk` forge/handwritten_planes.py's `planes` with and without `bulk`, and with its producer warp (star_R in f32 and f64);
-`--family producer` the producer warp over buffers and planes a block.
+`--family producer` the producer warp over buffers and planes a block;
+`--family unroll` session 34's `unroll` (rows or planes a step of the march) beside every Halide schedule of the case.
 
 On the device machine (docs/gpu.md):
 
@@ -92,9 +93,12 @@ def stream_variants(case) -> list[tuple[str, dict]]:
     return made + [(f"{label}+stream", {**p, "streaming": True}) for label, p in made if label != "rows16"]
 
 
-def sweep_case(backend, case_id: str, passes: int, launches: int, candidates: list[tuple], extra=None) -> dict:
+def sweep_case(backend, case_id: str, passes: int, launches: int, candidates: list[tuple], extra=None,
+               baselines: tuple = ()) -> dict:
     """`candidates`: (label, parameters, render) triples; `extra`: rows timed in the same passes on their own buffers, each
-    (name, prepared, buffers, coef, multiplier) (a composed bound: a T = 1 kernel times T)."""
+    (name, prepared, buffers, coef, multiplier) (a composed bound: a T = 1 kernel times T); `baselines`: library variants
+    (measurement.backends.base.Variant, e.g. each Halide schedule) prepared on the same buffers and checked like the
+    candidates, so a variant is compared with the case's public bound in the same passes."""
     import numpy as np
 
     from measurement.backends.base import Kernel, Variant
@@ -108,9 +112,12 @@ def sweep_case(backend, case_id: str, passes: int, launches: int, candidates: li
     parameters: dict = {"straightforward": None}
     reference = None
     rejected = {}
-    for label, params, renderer in [("straightforward", None, None), *candidates]:
+    libraries = [(variant.name, {"baseline": variant.name}, variant) for variant in baselines]
+    for label, params, renderer in [("straightforward", None, None), *candidates, *libraries]:
         try:
-            if params is not None:
+            if isinstance(renderer, Variant):
+                prepared[label] = backend.prepare(case, renderer)
+            elif params is not None:
                 source, launch, _ = renderer(case, **params)
                 prepared[label] = backend.prepare(case, Variant(label, Kernel(source, launch), "candidate"))
             buffers.poison_output()
@@ -156,7 +163,7 @@ def sweep_case(backend, case_id: str, passes: int, launches: int, candidates: li
         }
         for name in names
     }
-    best = min((n for n in prepared if n != "straightforward"), key=medians.get, default=None)
+    best = min((n for n in prepared if n != "straightforward" and n not in dict(libraries)), key=medians.get, default=None)
     return {"case": case_id, "copy_bandwidth_bytes_per_s": copy_bandwidth, "vector_bytes": VECTOR_BYTES,
             "variants": rows, "rejected": rejected, "best": best, "seconds": round(time.perf_counter() - began, 1)}
 
@@ -292,6 +299,39 @@ def sweep_producer(backend, case_id: str, passes: int, launches: int, admitted=N
     return _sweep_planes(backend, case_id, passes, launches, admitted, made)
 
 
+def unroll_variants(case) -> list[tuple[str, dict]]:
+    """rows16 as gated, then each kernel marching up and down with its march unrolled 1, 2, 4 and 8 rows (planes) a
+    step (session 34's `unroll`); in 2D at the default chunk and twice it (rows16, short4 and rows8 where offered), in
+    3D the `lean` kernels at the default chunk (`marching_down` where offered)."""
+    kernels = [("rows16", {"by": 8}), ("short4", {"by": 4})] + ([("rows8", {"by": 8, "vector_bytes": 8})] if rows8_fits(case) else [])
+    if case.stencil.dims == 3:
+        return _lean_family(case, kernels, "unroll", (2, 4, 8))
+    chunk = default_chunk(case, 1)
+    made = [("rows16", {"nv": 1, "chunk": chunk, "by": 8})]
+    for name, kernel in kernels:
+        for march, down in (("", {}), ("+alternate", {"alternate": True})):
+            for length in (chunk, 2 * chunk):
+                for unroll in (1, 2, 4, 8):
+                    made.append((f"{name}{march}+u{unroll}+l{length}", {"nv": 1, "chunk": length, **kernel, **down, "unroll": unroll}))
+    return made
+
+
+def sweep_unroll(backend, case_id: str, passes: int, launches: int, admitted=None) -> tuple[dict, str]:
+    """`unroll_variants` beside the admitted kernel and every Halide schedule the carried AOT folder has for the case
+    (the public bound: a retracted case such as star2d_1 f64 has no admitted kernel to beat, only Halide)."""
+    from measurement.backends.base import scheduled
+    from measurement.backends.halide_cuda import schedule_family, unavailable
+
+    case = parse_case(case_id)
+    halide = [] if unavailable(case_id) else [scheduled("halide", name) for name in schedule_family(case)[1]]
+    row = sweep_case(backend, case_id, passes, launches, _with_admitted(unroll_variants(case), admitted), baselines=tuple(halide))
+    fastest = min((name for name in row["variants"] if name.startswith("halide[")), key=lambda n: row["variants"][n]["median_ms"],
+                  default=None)
+    versus = (f", {round(row['variants'][fastest]['median_ms'] / row['variants'][row['best']]['median_ms'], 3)}x {fastest}"
+              if fastest and row["best"] else "")
+    return row, _best_line(row) + versus
+
+
 def sweep_changes(backend, case_id: str, passes: int, launches: int, march: bool = False, lean: bool = False,
                   stream: bool = False, rows: bool = False, tall: bool = False, admitted=None) -> tuple[dict, str]:
     case = parse_case(case_id)
@@ -308,7 +348,7 @@ def main() -> int:
                        "stream": lambda *a, **k: sweep_changes(*a, stream=True, **k),
                        "rows": lambda *a, **k: sweep_changes(*a, rows=True, **k),
                        "tall": lambda *a, **k: sweep_changes(*a, tall=True, **k), "bulk": sweep_bulk,
-                       "producer": sweep_producer})
+                       "producer": sweep_producer, "unroll": sweep_unroll})
 
 
 if __name__ == "__main__":

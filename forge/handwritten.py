@@ -52,7 +52,7 @@ def default_chunk(case: Case, nv: int) -> int:
 
 def render(case: Case, nv: int = 1, by: int = 8, chunk: int | None = None, vector_bytes: int = VECTOR_BYTES,
            shuffle: bool = False, l2_prefetch: bool = False, alternate: bool = False, split: bool = False,
-           stride: bool = False, streaming: bool = False, ry: int = 1) -> tuple[str, dict, str]:
+           stride: bool = False, streaming: bool = False, ry: int = 1, unroll: int = 2) -> tuple[str, dict, str]:
     """`shuffle`, `l2_prefetch` and `alternate` are the changes of session 28 (docs/forge.md), each
     off renders the gated sources byte for byte. `alternate`: odd chunks march down z (y in 2D), so
     two neighbouring chunks read the planes at their shared boundary at about the same time, both
@@ -83,7 +83,13 @@ def render(case: Case, nv: int = 1, by: int = 8, chunk: int | None = None, vecto
     ry x by output rows. Against the L2 reads beyond one a point, which keep these kernels from the
     copy's DRAM rate with the L2 as busy as in the copy (ncu, scripts/rows_ncu.sh: box_1/512^3 f32
     1.71x -> 1.22x); paid for in registers (126 at 4 rows there), so it wins only where the queue is
-    short (docs/forge.md)."""
+    short (docs/forge.md).
+
+    `unroll` (session 34): how many planes (rows in 2D) nvcc unrolls the march by, the pragma then on the loop
+    (2 renders the gated sources; with `alternate` and neither `split` nor `stride` those have it before `dir`,
+    where nvcc does not unroll at all). More planes a step let a thread have more row loads in flight: the 2D
+    kernels stall below the copy's rate (star2d_1 f64 88% against tuned Halide's 90%, whose threads each have
+    8 rows unrolled), and a longer chunk, which reads fewer halo rows, lost because it leaves fewer threads."""
     stencil = case.stencil
     if stencil.time_steps != 1:
         raise ValueError(f"{case.type}: the plane-queue design is for one application (T = 1), not {stencil.time_steps}"
@@ -109,13 +115,14 @@ def render(case: Case, nv: int = 1, by: int = 8, chunk: int | None = None, vecto
                                 ("odd chunks march down", alternate), ("vector and lane paths in two loops", split),
                                 ("plane address advanced by the stride", stride),
                                 ("evict-first output stores", streaming),
-                                (f"{ry} rows a thread", ry > 1)) if on]
+                                (f"{ry} rows a thread", ry > 1),
+                                (f"the march unrolled {unroll} {'planes' if three else 'rows'} a step", unroll != 2)) if on]
     if changes:
         comment.append(f"/* Changes: {', '.join(changes)}. */")
     source = _marching_kernel(case, v, vw, chunk, comment, [], setup,
                               plane_body(case, plane_plan(case), v, vw, "        ", shuffle, ry),
                               shuffle=shuffle, l2_prefetch=l2_prefetch, alternate=alternate, split=split, stride=stride,
-                              streaming=streaming, ry=ry)
+                              streaming=streaming, ry=ry, unroll=unroll, loop_pragma=unroll != 2)
     hypothesis = (
         f"{case.id}: {vector_bytes}-byte row loads ({v} x-points per thread) and a {2 * stencil.radius + 1}-deep register queue marching "
         f"{chunk} {'planes' if three else 'rows'} cut the load instructions per point and read each input plane once; "
@@ -187,11 +194,11 @@ def _launch(case: Case, v: int, by: int, chunk: int, ry: int = 1) -> dict:
 def _marching_kernel(case: Case, v: int, vw: int, chunk: int, comment: list[str], file_scope: list[str],
                      setup: list[str], body: list[str], unroll: int = 2, shuffle: bool = False,
                      l2_prefetch: bool = False, alternate: bool = False, split: bool = False,
-                     stride: bool = False, streaming: bool = False, ry: int = 1) -> str:
+                     stride: bool = False, streaming: bool = False, ry: int = 1, loop_pragma: bool = False) -> str:
     """The skeleton both designs share: thread -> (V x-points, row, chunk of planes), the
     register queue of 2H+1 partial output planes (H = the halo), its store and shift; `setup`
     runs before any thread returns (it may synchronise), `body` adds plane k into the queue.
-    With `split` or `stride` the unroll pragma stands on the loop; without them it stays where the
+    With `split`, `stride` or `loop_pragma` the unroll pragma stands on the loop; without them it stays where the
     gated marching-down sources have it, before `dir` (so nvcc does not unroll their loop)."""
     stencil = case.stencil
     three = stencil.dims == 3
@@ -241,7 +248,7 @@ def _marching_kernel(case: Case, v: int, vw: int, chunk: int, comment: list[str]
     aligned = ("(nx % V == 0) && ((((unsigned long long)u | (unsigned long long)y"
                + (" | (unsigned long long)a" if stencil.variable_coefficient else "") + f") & {vw * case.dtype.itemsize - 1}) == 0);")
     lines += ["    if (kb >= ke) return;", f"    const bool {'vec_ok' if split else 'vec'} = {aligned}"]
-    march = _march(case, v, vw, unroll, body, alternate, pragma_on_loop=split or stride, stride=stride, ry=ry)
+    march = _march(case, v, vw, unroll, body, alternate, pragma_on_loop=split or stride or loop_pragma, stride=stride, ry=ry)
     if split:  # each loop sees `vec` as a constant, so nvcc emits only its own path
         march = [f"    {line}" if line.strip() and not line.startswith("#") else line for line in march]
         lines += ["    if (vec_ok) {", "        constexpr bool vec = true;", *march,

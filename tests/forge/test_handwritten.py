@@ -106,8 +106,10 @@ CHANGED = ["star_1/6x7x200/f32", "star_1/5x6x64/f64", "box_1/5x6x256/f16", "star
 @pytest.mark.parametrize("changes", [{"shuffle": True}, {"alternate": True, "chunk": 2}, {"alternate": True, "chunk": 3, "by": 4},
                                      {"split": True}, {"split": True, "stride": True, "chunk": 3},
                                      {"alternate": True, "split": True, "stride": True, "chunk": 3},
-                                     {"streaming": True, "split": True, "stride": True, "chunk": 3}])
+                                     {"streaming": True, "split": True, "stride": True, "chunk": 3},
+                                     {"unroll": 4, "alternate": True, "chunk": 3}, {"unroll": 8, "chunk": 5}])
 def test_the_session_28_and_30_changes_are_correct(case_id, changes):
+    """(and session 34's `unroll`, whose pragma g++ ignores: here only that the loop around it stays the march)"""
     case = parse_case(case_id)
     source, launch, _ = render(case, **changes)
     assert source != render(case, by=changes.get("by", 8), chunk=changes.get("chunk"))[0]
