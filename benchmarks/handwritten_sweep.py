@@ -163,7 +163,7 @@ def sweep_case(backend, case_id: str, passes: int, launches: int, candidates: li
         }
         for name in names
     }
-    best = min((n for n in prepared if n != "straightforward" and n not in dict(libraries)), key=medians.get, default=None)
+    best = min((n for n in prepared if n != "straightforward" and n not in {name for name, _, _ in libraries}), key=medians.get, default=None)
     return {"case": case_id, "copy_bandwidth_bytes_per_s": copy_bandwidth, "vector_bytes": VECTOR_BYTES,
             "variants": rows, "rejected": rejected, "best": best, "seconds": round(time.perf_counter() - began, 1)}
 
