@@ -19,7 +19,8 @@ output stores) on each lean kernel; `--family rows` its `ry` (several rows a thr
 `--family tall` rows16's and rows8's lean kernels in 8-, 16- and 32-row blocks;
 `--family bulk` forge/handwritten_planes.py's `planes` with and without `bulk`, and with its producer warp (star_R in f32 and f64);
 `--family producer` the producer warp over buffers and planes a block;
-`--family unroll` session 34's `unroll` (rows or planes a step of the march) beside every Halide schedule of the case.
+`--family unroll` session 34's `unroll` (rows or planes a step of the march) beside every Halide schedule of the case;
+`--family narrow` one double a lane (f64) the same way.
 
 On the device machine (docs/gpu.md):
 
@@ -316,15 +317,32 @@ def unroll_variants(case) -> list[tuple[str, dict]]:
     return made
 
 
-def sweep_unroll(backend, case_id: str, passes: int, launches: int, admitted=None) -> tuple[dict, str]:
-    """`unroll_variants` beside the admitted kernel and every Halide schedule the carried AOT folder has for the case
-    (the public bound: a retracted case such as star2d_1 f64 has no admitted kernel to beat, only Halide)."""
+def narrow_variants(case) -> list[tuple[str, dict]]:
+    """rows16 as gated, short4 marching up and down, then one double a lane (8-byte "vectors" in f64, session 34: tuned
+    Halide's shape, whose star2d_1 f64 kernel runs one point a thread down 64 rows) in 2-, 4- and 8-row blocks at the
+    default chunk and twice it, marching up and down, and lean where `split` and `stride` apply."""
+    chunk = default_chunk(case, 1)
+    made = [("rows16", {"nv": 1, "chunk": chunk, "by": 8}), ("short4", {"nv": 1, "chunk": chunk, "by": 4}),
+            ("short4+alternate", {"nv": 1, "chunk": chunk, "by": 4, "alternate": True})]
+    for by in (2, 4, 8):
+        for length in (chunk, 2 * chunk):
+            for march, down in (("", {}), ("+alternate", {"alternate": True})):
+                for lean, changes in (("", {}), ("+lean", {"split": True, "stride": True})):
+                    made.append((f"one{by}{march}{lean}+l{length}",
+                                 {"nv": 1, "chunk": length, "by": by, "vector_bytes": 8, **down, **changes}))
+    return made
+
+
+def sweep_unroll(backend, case_id: str, passes: int, launches: int, admitted=None, made=unroll_variants) -> tuple[dict, str]:
+    """`made`'s variants (`unroll_variants`, or `narrow_variants` for `--family narrow`) beside the admitted kernel and
+    every Halide schedule the carried AOT folder has for the case (the public bound: a retracted case such as star2d_1
+    f64 has no admitted kernel to beat, only Halide)."""
     from measurement.backends.base import scheduled
     from measurement.backends.halide_cuda import schedule_family, unavailable
 
     case = parse_case(case_id)
     halide = [] if unavailable(case_id) else [scheduled("halide", name) for name in schedule_family(case)[1]]
-    row = sweep_case(backend, case_id, passes, launches, _with_admitted(unroll_variants(case), admitted), baselines=tuple(halide))
+    row = sweep_case(backend, case_id, passes, launches, _with_admitted(made(case), admitted), baselines=tuple(halide))
     fastest = min((name for name in row["variants"] if name.startswith("halide[")), key=lambda n: row["variants"][n]["median_ms"],
                   default=None)
     versus = (f", {round(row['variants'][fastest]['median_ms'] / row['variants'][row['best']]['median_ms'], 3)}x {fastest}"
@@ -348,7 +366,8 @@ def main() -> int:
                        "stream": lambda *a, **k: sweep_changes(*a, stream=True, **k),
                        "rows": lambda *a, **k: sweep_changes(*a, rows=True, **k),
                        "tall": lambda *a, **k: sweep_changes(*a, tall=True, **k), "bulk": sweep_bulk,
-                       "producer": sweep_producer, "unroll": sweep_unroll})
+                       "producer": sweep_producer, "unroll": sweep_unroll,
+                       "narrow": lambda *a, **k: sweep_unroll(*a, made=narrow_variants, **k)})
 
 
 if __name__ == "__main__":

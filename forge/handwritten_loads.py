@@ -5,7 +5,8 @@ neighbouring lanes by warp shuffles. Kept apart so the kernel skeleton and its p
 their own; the emitted text is what forge/handwritten.py emitted before the split, byte for byte."""
 from __future__ import annotations
 
-VECTOR_TYPE = {("f32", 16): "float4", ("f64", 16): "double2", ("f16", 16): "uint4", ("f32", 8): "float2", ("f16", 8): "uint2"}
+VECTOR_TYPE = {("f32", 16): "float4", ("f64", 16): "double2", ("f16", 16): "uint4", ("f32", 8): "float2", ("f16", 8): "uint2",
+               ("f64", 8): "double"}  # one double a lane (session 34: tuned Halide's shape for star2d_1 f64)
 
 
 # (the PTX vector of a load, its register constraint, the fields) per vector type, for `L2::256B`
@@ -54,6 +55,12 @@ def vector_helpers(precision: str, vw: int, vector_bytes: int, l2_prefetch: bool
             f"    *reinterpret_cast<{vtype}*>(p) = v;",
         ]
         scalar = ["#define LOAD(p, k) __half2float((p)[k])", "#define STORE(v) __float2half(v)"]
+    elif vw == 1:
+        load = ["    out[0] = (acc_t)*p;"]
+        store = ["    *p = (elem_t)in[0];"]
+        scalar = ["#define LOAD(p, k) ((acc_t)(p)[k])", "#define STORE(v) ((elem_t)(v))"]
+        if l2_prefetch or streaming:
+            raise ValueError("one element a lane has no vector load or store to hint")
     else:
         fields = "xyzw"[:vw]
         load = [f"    const {vtype} v = *reinterpret_cast<const {vtype}*>(p);",

@@ -183,3 +183,21 @@ def test_a_wrong_shuffle_direction_is_caught():
     broken = source.replace("__shfl_down_sync", "__shfl_up_sync")
     assert broken != source
     assert judged(case, broken, launch, False) > TOLERANCE[case.precision]
+
+
+@pytest.mark.parametrize("case_id", ["star2d_1/33x64/f64", "star2d_1/31x37/f64", "star_1/37x43x71/f64", "box_1/9x11x64/f64",
+                                     "varcoef_star_1/9x11x64/f64"])
+@pytest.mark.parametrize("changes", [{}, {"alternate": True, "chunk": 3, "by": 2}, {"split": True, "stride": True, "chunk": 5}])
+def test_one_double_a_lane_is_correct(case_id, changes):
+    """Session 34's 8-byte loads in f64 (one double a lane, `narrow` in benchmarks/handwritten_sweep.py): its x halo
+    is the neighbouring lanes' doubles, on odd extents and unaligned arrays too."""
+    case = parse_case(case_id)
+    source, launch, _ = render(case, vector_bytes=8, **changes)
+    assert "out[0] = (acc_t)*p;" in source and launch["tile"][0] == 32
+    for misalign in (False, True):
+        assert judged(case, source, launch, misalign) <= TOLERANCE[case.precision], (changes, misalign)
+
+
+def test_one_double_a_lane_takes_no_load_hint():
+    with pytest.raises(ValueError, match="no vector load or store to hint"):
+        render(parse_case("star2d_1/33x64/f64"), vector_bytes=8, streaming=True)
