@@ -164,7 +164,8 @@ def sweep_case(backend, case_id: str, passes: int, launches: int, candidates: li
         }
         for name in names
     }
-    best = min((n for n in prepared if n != "straightforward" and n not in {name for name, _, _ in libraries}), key=medians.get, default=None)
+    library_names = {name for name, _, _ in libraries}
+    best = min((n for n in prepared if n != "straightforward" and n not in library_names), key=medians.get, default=None)
     return {"case": case_id, "copy_bandwidth_bytes_per_s": copy_bandwidth, "vector_bytes": VECTOR_BYTES,
             "variants": rows, "rejected": rejected, "best": best, "seconds": round(time.perf_counter() - began, 1)}
 
@@ -320,7 +321,7 @@ def unroll_variants(case) -> list[tuple[str, dict]]:
 def narrow_variants(case) -> list[tuple[str, dict]]:
     """rows16 as gated, short4 marching up and down, then one double a lane (8-byte "vectors" in f64, session 34: tuned
     Halide's shape, whose star2d_1 f64 kernel runs one point a thread down 64 rows) in 2-, 4- and 8-row blocks at the
-    default chunk and twice it, marching up and down, and lean where `split` and `stride` apply."""
+    default chunk and twice it, marching up and down, each as is and lean (`split` and `stride`)."""
     chunk = default_chunk(case, 1)
     made = [("rows16", {"nv": 1, "chunk": chunk, "by": 8}), ("short4", {"nv": 1, "chunk": chunk, "by": 4}),
             ("short4+alternate", {"nv": 1, "chunk": chunk, "by": 4, "alternate": True})]
@@ -333,7 +334,7 @@ def narrow_variants(case) -> list[tuple[str, dict]]:
     return made
 
 
-def sweep_unroll(backend, case_id: str, passes: int, launches: int, admitted=None, made=unroll_variants) -> tuple[dict, str]:
+def sweep_beside_halide(backend, case_id: str, passes: int, launches: int, admitted=None, made=unroll_variants) -> tuple[dict, str]:
     """`made`'s variants (`unroll_variants`, or `narrow_variants` for `--family narrow`) beside the admitted kernel and
     every Halide schedule the carried AOT folder has for the case (the public bound: a retracted case such as star2d_1
     f64 has no admitted kernel to beat, only Halide)."""
@@ -366,8 +367,8 @@ def main() -> int:
                        "stream": lambda *a, **k: sweep_changes(*a, stream=True, **k),
                        "rows": lambda *a, **k: sweep_changes(*a, rows=True, **k),
                        "tall": lambda *a, **k: sweep_changes(*a, tall=True, **k), "bulk": sweep_bulk,
-                       "producer": sweep_producer, "unroll": sweep_unroll,
-                       "narrow": lambda *a, **k: sweep_unroll(*a, made=narrow_variants, **k)})
+                       "producer": sweep_producer, "unroll": sweep_beside_halide,
+                       "narrow": lambda *a, **k: sweep_beside_halide(*a, made=narrow_variants, **k)})
 
 
 if __name__ == "__main__":
