@@ -20,7 +20,7 @@ output stores) on each lean kernel; `--family rows` its `ry` (several rows a thr
 `--family bulk` forge/handwritten_planes.py's `planes` with and without `bulk`, and with its producer warp (star_R in f32 and f64);
 `--family producer` the producer warp over buffers and planes a block;
 `--family unroll` session 34's `unroll` (rows or planes a step of the march) beside every Halide schedule of the case;
-`--family narrow` one double a lane (f64) the same way.
+`--family narrow` one double a lane (f64) the same way; `--family pull` the producer warp without the queue.
 
 On the device machine (docs/gpu.md):
 
@@ -301,6 +301,19 @@ def sweep_producer(backend, case_id: str, passes: int, launches: int, admitted=N
     return _sweep_planes(backend, case_id, passes, launches, admitted, made)
 
 
+def sweep_pull(backend, case_id: str, passes: int, launches: int, admitted=None) -> tuple[dict, str]:
+    """Session 34's `pull` (each output summed whole from 2R + 1 planes of the ring, no queue: 40 registers for
+    star_2 f32 under the launch bound where the producer warp spilled) at 2R + 2 and 2R + 3 buffers over 16 to 64
+    planes a block, beside the producer warp as gated for star_2 f64 (3 buffers)."""
+    case = parse_case(case_id)
+    producer = {"bulk": True, "producer": True, "height": 15}
+    made = [("producer+nb3", {**producer, "stages": 3})]
+    least = 2 * case.stencil.radius + 2
+    made += [(f"pull+nb{stages}+l{chunk}", {**producer, "pull": True, "stages": stages, "chunk": chunk})
+             for stages in (least, least + 1) if stages <= 8 for chunk in (16, 32, 64) if chunk < case.shape[0]]
+    return _sweep_planes(backend, case_id, passes, launches, admitted, made)
+
+
 def unroll_variants(case) -> list[tuple[str, dict]]:
     """rows16 as gated, then each kernel marching up and down with its march unrolled 1, 2, 4 and 8 rows (planes) a
     step (session 34's `unroll`); in 2D at the default chunk and twice it (rows16, short4 and rows8 where offered), in
@@ -368,7 +381,7 @@ def main() -> int:
                        "rows": lambda *a, **k: sweep_changes(*a, rows=True, **k),
                        "tall": lambda *a, **k: sweep_changes(*a, tall=True, **k), "bulk": sweep_bulk,
                        "producer": sweep_producer, "unroll": sweep_beside_halide,
-                       "narrow": lambda *a, **k: sweep_beside_halide(*a, made=narrow_variants, **k)})
+                       "narrow": lambda *a, **k: sweep_beside_halide(*a, made=narrow_variants, **k), "pull": sweep_pull})
 
 
 if __name__ == "__main__":

@@ -68,6 +68,10 @@ so its warp lags while it waits for `empty` and issues the copies, and every war
 `producer` (session 33): one more warp that only fills the ring, its lanes issuing the row copies; 15
 computing warps that only wait for `full`. 81% on star_1/512^3 f32 (still below the admitted 85%) and
 78.7% on star_2/512^3 f64, ahead of its admitted 75.7%, where it was gated and admitted (docs/forge.md).
+`pull` (session 34, text in forge/handwritten_planes_bulk.py): the producer warp's computing loop without the queue,
+each output summed whole from the 2R + 1 planes of the ring around it: 40 registers for star_2 f32 under (512, 3)
+with no spills (the queued producer spilled there), 32 for star_1 f32, at 2R + 2 or more buffers (62 KiB a block
+for star_2 at 6). Emulated correct; not yet measured on the H200.
 """
 from __future__ import annotations
 
@@ -77,7 +81,7 @@ from string import Template
 from measurement.harness.cases import Case
 from measurement.harness.codegen import acc_type, cuda_type
 
-from .handwritten_planes_bulk import BULK, PRODUCER
+from .handwritten_planes_bulk import BULK, PRODUCER, PULL
 
 TX = 32  # threads of a block in x: a warp reads one row of the tile
 STAGES = 4  # shared buffers: NB - 1 planes in flight while one is read
@@ -124,14 +128,21 @@ def default_chunk(case: Case, height: int) -> int:
 
 
 def render(case: Case, height: int = 16, chunk: int | None = None, stages: int = STAGES,
-           bulk: bool = False, producer: bool = False, resident: int | None = None) -> tuple[str, dict, str]:
+           bulk: bool = False, producer: bool = False, resident: int | None = None, pull: bool = False) -> tuple[str, dict, str]:
     """(source, launch, hypothesis) of the planes kernel for a star_R case; with `bulk` the ring is
     filled by the copy engine on mbarriers (f32 and f64: its copies are whole 16-byte multiples), with
     `producer` too by a warp of its own beside the `height` computing ones. `resident`: the blocks an SM is
-    to hold, for __launch_bounds__ (default `resident_blocks`; fewer leave nvcc more registers a thread)."""
+    to hold, for __launch_bounds__ (default `resident_blocks`; fewer leave nvcc more registers a thread).
+    `pull` (session 34, with `producer`): no queue of partial outputs; each output is summed whole from the 2R + 1
+    planes of the ring around it (the z arms too read from shared memory), so a computing thread holds one output's
+    lanes instead of 2R + 1 (the producer spilled star_2 f32 under its launch bound), and a buffer is released once
+    the output R planes above its plane is stored: `stages` must exceed 2R + 1."""
     check_case(case)
     if producer and not bulk:
         raise ValueError("a producer warp issues bulk copies: producer needs bulk")
+    if pull and (not producer or stages < 2 * case.stencil.radius + 2):
+        raise ValueError(f"pull reads 2R + 1 = {2 * case.stencil.radius + 1} planes of the ring at once while the producer fills "
+                         f"another: it needs producer and at least {2 * case.stencil.radius + 2} stages")
     if bulk and VECTOR[case.precision][1] != 16:
         raise ValueError(f"{case.id}: bulk copies move whole 16-byte units; planes' {case.precision} vectors are narrower")
     warps = height + producer
@@ -140,12 +151,14 @@ def render(case: Case, height: int = 16, chunk: int | None = None, stages: int =
     r, v = case.stencil.radius, lanes(case)
     chunk = chunk or default_chunk(case, height)
     vtype, vbytes, cache = VECTOR[case.precision]
-    source = _SOURCE.substitute(
+    source = (_PULL_SOURCE if pull else _SOURCE).substitute(
         case=case.id, R=r, V=v, H=height, MIN_BLOCKS=resident or resident_blocks(case), L=chunk, NB=stages, THREADS=TX * warps, WARPS=warps, VB=vbytes, CACHE=cache,
         INCLUDE="#include <cuda_fp16.h>\n" if case.precision == "f16" else "", ELEM=cuda_type(case.precision),
         ACC=acc_type(case.precision), VEC=vtype, LANES=_LANES[case.precision],
         HOW=("row copies by the copy engine on mbarriers" + (", issued by a producer warp" if producer else "")
+             + (", each output pulled whole from 2R+1 of them" if pull else "")
              if bulk else f"{vbytes}-byte cp.async copies"),
+        ZARMS="the z arms from the ring too, no queue" if pull else "the z arms in a register queue of 2R+1 partial outputs",
         **(PRODUCER if producer else BULK if bulk else {**_PLANES, "HELPERS": Template(_PLANES["HELPERS"]).substitute(CACHE=cache, VB=vbytes)}))
     launch = {"block": [TX, warps, 1], "tile": [TX * v, height, chunk], "shared_bytes": shared_bytes(case, height, stages)}
     nx_halo = -(-r // v)
@@ -246,9 +259,9 @@ template <int N> __device__ __forceinline__ void wait_async() { asm volatile("cp
 """,
 }
 
-_SOURCE = Template("""/* Hand-written H200 candidate for $case (forge/handwritten_planes.py): star_$R with the in-plane
+_HEAD = """/* Hand-written H200 candidate for $case (forge/handwritten_planes.py): star_$R with the in-plane
  * arms from a ring of $NB shared input planes ($HOW, $V x-points a thread, 32 x $WARPS threads,
- * $L planes a block) and the z arms in a register queue of 2R+1 partial outputs. Any shape: odd
+ * $L planes a block) and $ZARMS. Any shape: odd
  * extents or unaligned arrays take per-lane scalar loads into the same tile. */
 ${INCLUDE}typedef $ELEM elem_t;
 typedef $ACC acc_t;
@@ -275,7 +288,9 @@ $BARRIERS    const int tx = threadIdx.x, ty = threadIdx.y, rank = ty * TX + tx;
     for (int d = 0; d <= R; ++d) c[d] = (acc_t)coef[d];
 
 $COPY_PLANE    const int planes = ze - zb + 2 * R;  /* input planes zb - R .. ze + R - 1 */
-$PROLOGUE    acc_t q[2 * R + 1][V];  /* q[R + d]: partial output of plane p + d */
+$PROLOGUE"""
+
+_QUEUE = """    acc_t q[2 * R + 1][V];  /* q[R + d]: partial output of plane p + d */
 #pragma unroll
     for (int s = 0; s < 2 * R + 1; ++s)
 #pragma unroll
@@ -334,4 +349,7 @@ $TAIL        read = read + 1 == NB ? 0 : read + 1;
         fill = fill + 1 == NB ? 0 : fill + 1;
     }
 }
-""")
+"""
+
+_SOURCE = Template(_HEAD + _QUEUE)
+_PULL_SOURCE = Template(_HEAD + PULL)

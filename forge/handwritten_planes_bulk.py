@@ -133,3 +133,52 @@ PRODUCER = {
     "HEAD": """        bar_wait(&full[read], (i / NB) & 1);  /* plane p has landed */
 """,
 }
+
+# `pull` (session 34, with `producer`): the computing loop without the queue of 2R + 1 partial outputs. At plane p
+# (i planes into the chunk) a thread sums output p - R whole, its in-plane arms from plane p - R's buffer and its z
+# arms from the buffers of planes p - 2R .. p, then its warp releases plane p - 2R's buffer, which no later output
+# reads. A thread holds one output's V lanes instead of (2R + 1) V; the ring needs 2R + 1 planes besides the ones in
+# flight, so `stages` > 2R + 1.
+PULL = """    const int gy = yb + ty, gx = xb + tx * V;
+    const bool row_out = gy >= R && gy < ny - R && gx < nx - R && gx + V > R;
+    const int own = (R + ty) * PITCH + NX + tx;
+    for (int i = 0; i < planes; ++i) {
+        bar_wait(&full[i % NB], (i / NB) & 1);  /* plane p = zb - R + i has landed */
+        if (i < 2 * R) continue;  /* output p - R needs planes p - 2R .. p */
+        const int o_plane = zb - 2 * R + i;  /* = p - R, an output plane of the chunk */
+        const vec_t* tile = ring + ((i - R) % NB) * CELLS;
+        acc_t out[V], row[V + 2 * NX * V];  /* row: lanes -NX V .. V + NX V - 1 of the thread's row */
+#pragma unroll
+        for (int n = 0; n < NX; ++n) {
+            to_lanes(tile[own - NX + n], row + n * V);
+            to_lanes(tile[own + 1 + n], row + (NX + 1 + n) * V);
+        }
+        to_lanes(tile[own], row + NX * V);
+#pragma unroll
+        for (int l = 0; l < V; ++l) out[l] = c[0] * row[NX * V + l];
+#pragma unroll
+        for (int d = 1; d <= R; ++d) {
+            acc_t up[V], down[V], below[V], above[V];
+            to_lanes(tile[own - d * PITCH], up);
+            to_lanes(tile[own + d * PITCH], down);
+            to_lanes(ring[((i - R - d) % NB) * CELLS + own], below);
+            to_lanes(ring[((i - R + d) % NB) * CELLS + own], above);
+#pragma unroll
+            for (int l = 0; l < V; ++l)
+                out[l] += c[d] * (((up[l] + down[l]) + (row[NX * V + l - d] + row[NX * V + l + d])) + (below[l] + above[l]));
+        }
+        if (row_out) {
+            const long o = (long)o_plane * sk + (long)gy * nx + gx;
+            if (vec && gx >= R && gx + V <= nx - R) {
+                *reinterpret_cast<vec_t*>(y + o) = from_lanes(out);
+            } else {
+#pragma unroll
+                for (int l = 0; l < V; ++l)
+                    if (gx + l >= R && gx + l < nx - R) y[o + l] = (elem_t)out[l];
+            }
+        }
+        __syncwarp();
+        if (tx == 0) bar_arrive(&empty[(i - 2 * R) % NB]);  /* this warp is done with plane p - 2R's buffer */
+    }
+}
+"""

@@ -116,3 +116,46 @@ def test_bulk_is_refused_for_narrower_vectors():
         render(parse_case("star_1/8x19x70/f16"), bulk=True)
     with pytest.raises(ValueError, match="needs bulk"):
         render(parse_case("star_1/8x19x70/f32"), producer=True)
+
+
+# session 34's `pull`: R = 4 would need 10 buffers, more than render allows (and than an SM holds at 15 rows)
+PULL = [(case_id, chunk) for case_id, chunk in BULK if parse_case(case_id).stencil.radius <= 2]
+
+
+@pytest.mark.parametrize("extra", [0, 1], ids=["2R+2", "2R+3"])
+@pytest.mark.parametrize("case_id, chunk", PULL)
+def test_pull_is_correct_on_both_paths(case_id, chunk, extra):
+    """Each output summed whole from the 2R + 1 planes of the ring around it, with the fewest buffers `pull` allows
+    (2R + 2: one plane in flight) and one more."""
+    case = parse_case(case_id)
+    stages = 2 * case.stencil.radius + 2 + extra
+    source, launch, _ = render(case, chunk=chunk, bulk=True, producer=True, pull=True, height=15, stages=stages)
+    assert "acc_t q[" not in source and "pulled whole" in source
+    for misalign in (False, True):
+        assert judged(case, source, launch, misalign) <= TOLERANCE[case.precision], misalign
+
+
+@pytest.mark.parametrize("broken_by", [
+    ("bar_arrive(&empty[(i - 2 * R) % NB]);", "bar_arrive(&empty[(i - 2 * R + 1) % NB]);"),  # releases a plane still read
+    ("ring[((i - R - d) % NB) * CELLS + own], below", "ring[((i - R - d + 1) % NB) * CELLS + own], below"),  # a wrong z arm
+    ("const vec_t* tile = ring + ((i - R) % NB) * CELLS;", "const vec_t* tile = ring + ((i - R + 1) % NB) * CELLS;"),  # arms of p
+])
+def test_a_pulled_output_out_of_order_is_caught(broken_by):
+    case = parse_case("star_2/20x40x260/f32")
+    source, launch, _ = render(case, chunk=4, bulk=True, producer=True, pull=True, height=15, stages=6)
+    broken = source.replace(*broken_by)
+    assert broken != source
+    try:
+        error = judged(case, broken, launch, False)
+    except AssertionError as failure:
+        assert "deadlocked" in str(failure)
+    else:
+        assert not error <= TOLERANCE[case.precision]
+
+
+def test_pull_is_refused_without_the_producer_or_enough_buffers():
+    case = parse_case("star_2/20x40x260/f32")
+    with pytest.raises(ValueError, match="at least 6 stages"):
+        render(case, bulk=True, producer=True, pull=True, stages=5)
+    with pytest.raises(ValueError, match="needs producer"):
+        render(case, bulk=True, pull=True, stages=6)
