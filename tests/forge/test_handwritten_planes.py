@@ -100,7 +100,11 @@ def test_a_bulk_ring_out_of_order_is_caught(broken_by, producer):
     passed. Either way the emulation fails it: wrong values, or a deadlock it reports. In warp order alone
     the second passed (7.6e-8, session 32), and for the producer warp with two-round lags alone (session 33)."""
     case = parse_case("star_2/20x40x260/f32")
-    source, launch, _ = render(case, chunk=4, bulk=True, producer=producer)
+    assert_out_of_order_caught(case, *render(case, chunk=4, bulk=True, producer=producer)[:2], broken_by)
+
+
+def assert_out_of_order_caught(case, source: str, launch: dict, broken_by: tuple[str, str]) -> None:
+    """`source` with `broken_by` applied fails the emulation: wrong values, or a deadlock it reports."""
     broken = source.replace(*broken_by)
     assert broken != source
     try:
@@ -142,15 +146,7 @@ def test_pull_is_correct_on_both_paths(case_id, chunk, extra):
 ])
 def test_a_pulled_output_out_of_order_is_caught(broken_by):
     case = parse_case("star_2/20x40x260/f32")
-    source, launch, _ = render(case, chunk=4, bulk=True, producer=True, pull=True, height=15, stages=6)
-    broken = source.replace(*broken_by)
-    assert broken != source
-    try:
-        error = judged(case, broken, launch, False)
-    except AssertionError as failure:
-        assert "deadlocked" in str(failure)
-    else:
-        assert not error <= TOLERANCE[case.precision]
+    assert_out_of_order_caught(case, *render(case, chunk=4, bulk=True, producer=True, pull=True, height=15, stages=6)[:2], broken_by)
 
 
 def test_pull_is_refused_without_the_producer_or_enough_buffers():
