@@ -81,7 +81,7 @@ from string import Template
 from measurement.harness.cases import Case
 from measurement.harness.codegen import acc_type, cuda_type
 
-from .handwritten_planes_bulk import BULK, PRODUCER, PULL
+from .handwritten_planes_bulk import BULK, PRODUCER, PULL, store_row
 
 TX = 32  # threads of a block in x: a warp reads one row of the tile
 STAGES = 4  # shared buffers: NB - 1 planes in flight while one is read
@@ -329,17 +329,7 @@ $HEAD        const vec_t* tile = ring + read * CELLS;
 #pragma unroll
             for (int d = 1; d <= R; ++d) { const acc_t t = c[d] * mid[l]; q[R - d][l] += t; q[R + d][l] += t; }
         }
-        if (p - R >= zb && row_out) {  /* output p - R has all its terms */
-            const long o = (long)(p - R) * sk + (long)gy * nx + gx;
-            if (vec && gx >= R && gx + V <= nx - R) {
-                *reinterpret_cast<vec_t*>(y + o) = from_lanes(q[0]);
-            } else {
-#pragma unroll
-                for (int l = 0; l < V; ++l)
-                    if (gx + l >= R && gx + l < nx - R) y[o + l] = (elem_t)q[0][l];
-            }
-        }
-#pragma unroll
+""" + store_row("if (p - R >= zb && row_out) {  /* output p - R has all its terms */", "(p - R)", "q[0]") + """#pragma unroll
         for (int s = 0; s < 2 * R; ++s)
 #pragma unroll
             for (int l = 0; l < V; ++l) q[s][l] = q[s + 1][l];

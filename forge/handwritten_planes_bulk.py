@@ -1,8 +1,25 @@
 """The text of `planes` (forge/handwritten_planes.py) that fills its ring by the copy engine instead of every
 thread's cp.async: `bulk` (session 32), thread 0 issuing the row copies on mbarriers, and `bulk` with
-`producer` (session 33), a warp of its own issuing them. Kept apart so the planes module stays short; the
-H200 measurements of both are in that module's docstring and docs/forge.md."""
+`producer` (session 33), a warp of its own issuing them; and the computing loop of `pull` (session 34), with the
+output store both computing loops share. Kept apart so the planes module stays short; the H200 measurements
+are in that module's docstring and docs/forge.md."""
 from __future__ import annotations
+
+def store_row(opening: str, plane: str, lanes: str) -> str:
+    """The text that stores a thread's V output lanes `lanes` (acc_t) at output plane `plane` of its row, as whole
+    vectors where aligned and inside, lane by lane otherwise; `opening`: the `if (...) {` line that guards it."""
+    return f"""        {opening}
+            const long o = (long){plane} * sk + (long)gy * nx + gx;
+            if (vec && gx >= R && gx + V <= nx - R) {{
+                *reinterpret_cast<vec_t*>(y + o) = from_lanes({lanes});
+            }} else {{
+#pragma unroll
+                for (int l = 0; l < V; ++l)
+                    if (gx + l >= R && gx + l < nx - R) y[o + l] = (elem_t){lanes}[l];
+            }}
+        }}
+"""
+
 
 # `bulk` (session 32): the ring filled by the copy engine, one bulk copy a tile row issued by thread 0, each
 # buffer with an mbarrier that its copies complete (`full`) and one that every warp arrives at when done with
@@ -167,17 +184,7 @@ PULL = """    const int gy = yb + ty, gx = xb + tx * V;
             for (int l = 0; l < V; ++l)
                 out[l] += c[d] * (((up[l] + down[l]) + (row[NX * V + l - d] + row[NX * V + l + d])) + (below[l] + above[l]));
         }
-        if (row_out) {
-            const long o = (long)o_plane * sk + (long)gy * nx + gx;
-            if (vec && gx >= R && gx + V <= nx - R) {
-                *reinterpret_cast<vec_t*>(y + o) = from_lanes(out);
-            } else {
-#pragma unroll
-                for (int l = 0; l < V; ++l)
-                    if (gx + l >= R && gx + l < nx - R) y[o + l] = (elem_t)out[l];
-            }
-        }
-        __syncwarp();
+""" + store_row("if (row_out) {", "o_plane", "out") + """        __syncwarp();
         if (tx == 0) bar_arrive(&empty[(i - 2 * R) % NB]);  /* this warp is done with plane p - 2R's buffer */
     }
 }
