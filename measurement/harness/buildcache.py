@@ -2,10 +2,11 @@
 
 An artefact is stored under the hash of everything that determines it (the recipe's compiler
 and flags, the compiler's version, the machine key, the harness version, the source) next to a
-record of its own sha256. Every load opens the file once, hashes that open file and loads the
-same file through /proc/self/fd, so a library swapped in the cache (issue 14: a swapped baseline
-library moved the public bound and was recorded) is refused and rebuilt instead of trusted by
-its name, and it cannot be swapped between the check and the load.
+record of its own sha256. Every load reads the file once, hashes those bytes and loads a sealed
+in-memory copy of them through /proc/self/fd, so a library swapped in the cache (issue 14: a
+swapped baseline library moved the public bound and was recorded) is refused and rebuilt
+instead of trusted by its name, it cannot be swapped between the check and the load, and a
+write into the cache file after the load cannot change the code that runs.
 
 Who writes it: inside the sandbox no candidate can (the cache is mounted read-only and owned by
 the service user); a harness child that needs an artefact the cache lacks asks the sandbox's
@@ -15,6 +16,7 @@ process compiles and stores itself.
 """
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -128,14 +130,6 @@ def _paths(key: str) -> tuple[Path, Path]:
     return directory / f"{key}.so", directory / f"{key}.json"
 
 
-def _hash_open_file(fd: int) -> str:
-    digest, offset = hashlib.sha256(), 0
-    while chunk := os.pread(fd, 1 << 20, offset):
-        digest.update(chunk)
-        offset += len(chunk)
-    return digest.hexdigest()
-
-
 def recorded_digest(key: str) -> str | None:
     _, record = _paths(key)
     try:
@@ -144,46 +138,52 @@ def recorded_digest(key: str) -> str | None:
         return None
 
 
-def open_verified(path: Path) -> int | None:
-    """An open descriptor of the artefact at `path` whose content matches its record, or None
-    (missing, unrecorded or swapped). Load through /proc/self/fd/N of this descriptor."""
-    key = Path(path).name.removesuffix(".so")
-    expected = recorded_digest(key)
+def _verified_content(path: Path) -> bytes | None:
+    """The bytes of the artefact at `path` if they match its record, else None (missing,
+    unrecorded or swapped). Read once: what was hashed is what the caller gets."""
+    expected = recorded_digest(Path(path).name.removesuffix(".so"))
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        content = Path(path).read_bytes()
     except OSError:
         return None
-    if expected is None or _hash_open_file(fd) != expected:
-        os.close(fd)
+    if expected is None or hashlib.sha256(content).hexdigest() != expected:
         return None
-    return fd
+    return content
 
 
 _held: dict[str, int] = {}
 
 
 def loadable(path: Path) -> str:
-    """A name to dlopen for the verified artefact at `path`: /proc/self/fd/N of the descriptor
-    that was hashed, kept open for the life of the process (the dynamic loader recognises a
-    library by that name, so a number must never be reused for another one). CompileError
-    when the content does not match the record."""
+    """A name to dlopen for the verified artefact at `path`: /proc/self/fd/N of a sealed
+    in-memory copy of the bytes that were hashed, kept open for the life of the process (the
+    dynamic loader recognises a library by that name, so a number must never be reused for
+    another one). Loading the cache file itself would map its pages: a write into that file
+    (an in-place swap, even a test's) would change the code of a library already loaded and
+    crash the process at its next call or at exit. CompileError when the content does not
+    match the record."""
     if str(path) not in _held:
-        fd = open_verified(path)
-        if fd is None:
+        content = _verified_content(path)
+        if content is None:
             raise CompileError(f"the cached artefact {Path(path).name} does not match its recorded digest")
-        os.set_inheritable(fd, False)
-        _held[str(path)] = fd
+        _held[str(path)] = _sealed_copy(content, Path(path).name)
     return f"/proc/self/fd/{_held[str(path)]}"
+
+
+def _sealed_copy(content: bytes, name: str) -> int:
+    """A memfd holding `content`, sealed against every change (no write, shrink or grow)."""
+    fd = os.memfd_create(name, os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    view = memoryview(content)
+    while view:
+        view = view[os.write(fd, view):]
+    fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_WRITE | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL)
+    return fd
 
 
 def verified(key: str) -> Path | None:
     """The cached artefact of `key` if its content matches the recorded digest."""
     library, _ = _paths(key)
-    fd = open_verified(library)
-    if fd is None:
-        return None
-    os.close(fd)
-    return library
+    return library if _verified_content(library) is not None else None
 
 
 def store(key: str, artefact: bytes, recipe_: Recipe) -> Path:

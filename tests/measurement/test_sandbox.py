@@ -220,20 +220,29 @@ def test_harness_children_start_from_a_daemonic_process():
     assert uid == sandbox.SANDBOX_UID
 
 
-def test_a_swapped_cache_artefact_is_refused_and_rebuilt(world):
+def test_a_swapped_cache_artefact_is_refused_and_rebuilt(world, monkeypatch):
     """Issue 14: swapping the cached baseline library moved the public bound. The swap here would
-    leave the straightforward kernel's output unwritten; the load checks the digest first."""
-    case = parse_case(CASE)
-    straightforward = codegen.straightforward_c(case)
-    genuine = cpu.compile_shared(straightforward)
-    swapped = cpu.compile_shared(codegen.empty_c(case)).read_bytes()
-    genuine.write_bytes(swapped)
-    specs = check_plan(case, "cpu", 3)
-    variant = Variant("straightforward", Kernel(straightforward, {}), "baseline")
-    outcome = isolation.run_isolated(check_variant, ("cpu", CASE, variant, specs), 120)
-    assert outcome.ok, outcome.error
-    assert judge_checks(case, specs, outcome.value).correct
-    assert genuine.read_bytes() != swapped and buildcache.verified(genuine.name.removesuffix(".so")) == genuine
+    leave the straightforward kernel's output unwritten; the load checks the digest first. The
+    swap is made in a build cache of this test's own: the suite's other run, beside this one,
+    shares the default cache and would find the artefact refused while it is swapped."""
+    cache = Path(tempfile.mkdtemp(prefix=".sandbox-test-cache-", dir=REPO))
+    try:
+        cache.chmod(0o755)
+        monkeypatch.setenv(buildcache.CACHE_ENV, str(cache))
+        case = parse_case(CASE)
+        straightforward = codegen.straightforward_c(case)
+        genuine = cpu.compile_shared(straightforward)
+        assert genuine.parent == cache
+        swapped = cpu.compile_shared(codegen.empty_c(case)).read_bytes()
+        genuine.write_bytes(swapped)
+        specs = check_plan(case, "cpu", 3)
+        variant = Variant("straightforward", Kernel(straightforward, {}), "baseline")
+        outcome = isolation.run_isolated(check_variant, ("cpu", CASE, variant, specs), 300)
+        assert outcome.ok, outcome.error
+        assert judge_checks(case, specs, outcome.value).correct
+        assert genuine.read_bytes() != swapped and buildcache.verified(genuine.name.removesuffix(".so")) == genuine
+    finally:
+        shutil.rmtree(cache)
 
 
 def test_no_cache_artefact_can_be_written_by_a_child(world):
