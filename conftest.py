@@ -71,26 +71,3 @@ def pytest_collection_modifyitems(config, items):
     for item in gpu_items:
         item.add_marker(skip)
 
-
-_exit_status = 0
-
-
-def pytest_sessionfinish(session, exitstatus):
-    global _exit_status
-    _exit_status = int(exitstatus)
-
-
-@pytest.hookimpl(trylast=True)
-def pytest_unconfigure(config):
-    """End the test process without the interpreter's finalisation. Since issue 14, a full
-    single-pass run (`./dev test` on SQLite: in-process kernels, the sandbox server, browser
-    tests) prints its summary, then dies with SIGSEGV while Python tears down (no Python frame:
-    faulthandler shows none), so the command exited 139 with every test passed. The cause, a C
-    library's exit-time teardown, is not yet found (docs/testing.md); pytest's own exit status
-    is kept. Registered last, after every other plugin has unconfigured."""
-    import sys
-
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(_exit_status)
-
