@@ -48,6 +48,27 @@ def _runs_in_database_pass(item) -> bool:
     return _uses_database(item) or item.get_closest_marker("one_database") is not None
 
 
+# When `./dev test` runs its two passes side by side (FORGESTENCIL_ONE_DATABASE_SPLIT=1 in both), the SQLite
+# pass takes the `one_database` tests of these folders that start no real worker (`services`): about a fifth of
+# the other pass's time, so that both end at about the same time (docs/testing.md).
+SQLITE_SHARE = ("tests/appgate/", "tests/forge/")
+
+
+def _in_sqlite_share(item) -> bool:
+    return (item.get_closest_marker("one_database") is not None and item.get_closest_marker("services") is None
+            and item.nodeid.startswith(SQLITE_SHARE))
+
+
+def _kept(item) -> bool:
+    """Whether this pass runs the test: with FORGESTENCIL_DATABASE_TESTS_ONLY=1 (the second pass) as
+    `_runs_in_database_pass` says, less the SQLite pass's share when the passes are split; in a split
+    SQLite pass, every test but the other pass's `one_database` ones."""
+    split = os.environ.get("FORGESTENCIL_ONE_DATABASE_SPLIT") == "1"
+    if os.environ.get("FORGESTENCIL_DATABASE_TESTS_ONLY") == "1":
+        return _runs_in_database_pass(item) and not (split and _in_sqlite_share(item))
+    return not split or item.get_closest_marker("one_database") is None or _in_sqlite_share(item)
+
+
 def pytest_collection_modifyitems(config, items):
     """Tests marked `gpu` run only where CuPy sees a CUDA device; elsewhere they are skipped with
     the reason, or, with FORGESTENCIL_REQUIRE_GPU=1 (scripts/gpu_tests.sh), the run stops with it.
@@ -55,11 +76,12 @@ def pytest_collection_modifyitems(config, items):
     With FORGESTENCIL_DATABASE_TESTS_ONLY=1 (the second, PostgreSQL pass of `./dev test`) the
     tests that never touch a database are deselected: the first pass ran them, and a second
     run against another database could not tell anything new. Tests marked `one_database` are
-    kept (the first pass, `-m "not one_database"`, left them to this one)."""
-    if os.environ.get("FORGESTENCIL_DATABASE_TESTS_ONLY") == "1":
-        kept = [item for item in items if _runs_in_database_pass(item)]
-        config.hook.pytest_deselected(items=[item for item in items if not _runs_in_database_pass(item)])
-        items[:] = kept
+    kept (the first pass, `-m "not one_database"`, left them to this one), except, when the passes run
+    side by side, the SQLite pass's share of them (`SQLITE_SHARE`)."""
+    dropped = [item for item in items if not _kept(item)]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = [item for item in items if _kept(item)]
     gpu_items = [item for item in items if "gpu" in item.keywords]
     why = gpu_unavailable() if gpu_items else None
     if why is None:
