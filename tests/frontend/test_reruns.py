@@ -140,7 +140,11 @@ def test_a_reviewer_confirms_a_rerun_before_it_is_recorded(ledger, speed_rule_li
 
 @pytest.mark.one_database  # the gate on real measurements, twice
 def test_a_noisy_rerun_is_inconclusive_changes_no_status_and_can_be_signed_and_rerun(ledger, speed_rule_lifted, monkeypatch):
-    admitted = gate_candidate(TINY, "cpu", Kernel(NOISY, {"threads": 1}), "agent:test", protocol=QUICK)
+    # On every core, as the bounds run: a one-thread candidate against two-thread OpenMP bounds let a load burst
+    # inflate the bounds alone (one descheduled thread stalls a whole launch), so the admission stood at 4-7x
+    # and the re-run, measured quieter, was no longer noisy enough to reach it (3 of 12 runs under
+    # bursty load failed so, 1 of 12 on every core; docs/testing.md)
+    admitted = gate_candidate(TINY, "cpu", Kernel(NOISY, {}), "agent:test", protocol=QUICK)
     assert admitted.verdict == "admitted", admitted.detail
     key = f"operator/cpu/{TINY}"
     rerun_id = request_rerun("case", TINY, "user:alice", protocol=QUICK_FIELDS)  # in the test's transaction: not dispatched
