@@ -194,8 +194,9 @@ def sweep_main(description: str, cases_help: str, sweep_one, families: dict | No
     result = {"command": " ".join(sys.argv), "backend": backend.describe(), "passes": options.passes,
               "launches": options.launches, "cases": []}
     for case_id in options.cases.split(","):
+        mine = admitted if getattr(sweep_one, "wants_every_admitted", False) else (admitted or {}).get(case_id)
         row, line = sweep_one(backend, case_id, options.passes, options.launches,
-                              **({"admitted": admitted.get(case_id)} if admitted is not None else {}))
+                              **({"admitted": mine} if admitted is not None else {}))
         result["cases"].append(row)
         print(f"{case_id}: {line} [{row['seconds']} s]", file=sys.stderr, flush=True)
         Path(options.out).write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")

@@ -10,7 +10,9 @@ DRAM bytes go on the memory-bound cases (session 28, scripts/rows16_ncu.sh); `ro
 before its colon: `rows8+lean`), byte for byte the source the gate measured, and `--design copy` the
 harness's copy of the case's array size, the ceiling of "% of copy" (session 32, scripts/candidate_ncu.sh);
 `--design producer` `planes` with session 33's producer warp as forge/handwritten_planes.py's
-`producer_candidate` renders it, also where campaigns do not offer it (f32: why it loses there).
+`producer_candidate` renders it, also where campaigns do not offer it (f32: why it loses there);
+`--design cpipe --cluster C --height H --chunk L [--pull]` session 36's cluster pipeline
+(forge/handwritten_cluster.py: scripts/cluster_ncu.sh, where its cluster barrier's time goes).
 
 On the device machine (docs/gpu.md):
 
@@ -36,9 +38,13 @@ def main() -> int:
     parser.add_argument("--case", required=True)
     parser.add_argument("--shuffle", action="store_true")
     parser.add_argument("--skip", action="store_true")
-    parser.add_argument("--design", choices=["pipe", "rows16", "rows8", "straightforward", "copy", "producer"], default="pipe",
+    parser.add_argument("--design", choices=["pipe", "rows16", "rows8", "straightforward", "copy", "producer", "cpipe"], default="pipe",
                         help="copy: the harness's copy ceiling for the case's array size (its kernel is harness_copy)")
     parser.add_argument("--by", type=int, default=8, help="rows16: rows a block (4: short4)")
+    parser.add_argument("--cluster", type=int, default=2, help="cpipe: blocks a cluster")
+    parser.add_argument("--height", type=int, default=32, help="cpipe: rows a block")
+    parser.add_argument("--chunk", type=int, default=256, help="cpipe: planes a cluster")
+    parser.add_argument("--pull", action="store_true", help="cpipe: edge rows loaded from the other block, not pushed")
     parser.add_argument("--candidate", help="a campaign candidate's name (forge/candidates.py), instead of --design")
     options = parser.parse_args()
     from measurement.backends import get_backend
@@ -66,6 +72,11 @@ def main() -> int:
 
         _, launch, _, source = producer_candidate(case)
         label = "planes+bulk+producer"
+    elif options.design == "cpipe":
+        from forge.handwritten_cluster import render_cluster_pipe
+
+        source, launch, _ = render_cluster_pipe(case, 64, options.height, options.cluster, options.chunk, push=not options.pull)
+        label = f"cpipe 64x{options.height} C{options.cluster} L{options.chunk} push={not options.pull}"
     elif options.design in ("rows16", "rows8"):
         source, launch, _ = render(case, by=options.by, vector_bytes=16 if options.design == "rows16" else 8)
         label = f"{options.design} by={options.by}"

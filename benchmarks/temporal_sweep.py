@@ -13,6 +13,11 @@ blocks an SM, two rows a thread; session 27), alone and together. It also sweeps
 the fair f16 kernel), there beside the straightforward (fair) kernel, with 2 and 4 planes
 prefetched at the default tile (docs/forge.md: one plane ahead lacked bytes in flight).
 
+`--family cluster --admitted EXPORT` times session 36's cluster pipeline (`cpipe`, forge/handwritten_cluster.py)
+instead, beside the case's admitted kernel and the composed bounds the gate would time from that export (T launches
+of the admitted star_1 kernel; for T = 8 also two of the admitted diamond_ts4 kernel); `--family cluster_pull`
+its first design (edge rows loaded from the other block).
+
 On the device machine (docs/gpu.md):
 
     source scripts/device_env.sh && python3 benchmarks/temporal_sweep.py \\
@@ -34,6 +39,7 @@ from handwritten_sweep import sweep_case, sweep_main  # noqa: E402
 from forge.handwritten import render, render_temporal  # noqa: E402
 from forge.handwritten_temporal import (REGISTER_FILE, check_parameters, default_parameters, registers_per_thread,  # noqa: E402
                                         render_pipe, shuffles_fit)
+from forge.handwritten_cluster import check_cluster, render_cluster_pipe  # noqa: E402
 from forge.handwritten_temporal_rows import render_pipe_rows  # noqa: E402
 from measurement.harness.cases import parse_case  # noqa: E402
 
@@ -95,6 +101,64 @@ def composed_row(backend, case) -> tuple:
             backend.coefficients(single.coefficients()), case.stencil.time_steps)
 
 
+def admitted_row(backend, case, part_id: str, kernel: tuple[str, dict], times: int) -> tuple:
+    """A composed bound as the gate composes it: the admitted kernel of `part_id` (from the export),
+    launched `times` times on its own buffers in the same passes."""
+    from measurement.backends.base import Kernel, Variant
+    from measurement.harness.oracle import make_inputs
+
+    part = parse_case(part_id)
+    prepared = backend.prepare(part, Variant(part_id, Kernel(*kernel), "candidate"))
+    buffers = backend.allocate(part, make_inputs(part, 1))
+    return f"composed({part_id.split('/')[0]} admitted x{times})", prepared, buffers, backend.coefficients(part.coefficients()), times
+
+
+def cluster_variants(case, push: bool = True) -> list[tuple[str, dict, object]]:
+    """pipe as the campaigns offer it (64 x 32 with shuffles), then `cpipe` (forge/handwritten_cluster.py) in
+    clusters of 2, 4 and 8 blocks of 64 wide at 64, 128 and 256 planes a cluster: with the edge rows pushed
+    into the next block's halo rows (`--family cluster`, blocks of 16 and 32 rows), or pulled from the other
+    block (`--family cluster_pull`, 16, 24 and 32 rows: session 36's first sweep)."""
+    width, height, chunk = default_parameters(case)
+    shuffle = shuffles_fit(width // 4, height)
+    made = [(f"pipe {width}x{height} L{chunk}{' shuffle' if shuffle else ''}",
+             {"width": width, "height": height, "chunk": chunk, "shuffle": shuffle}, render_pipe)]
+    for rows in (16, 32) if push else (16, 24, 32):
+        for cluster in (2, 4, 8):
+            for planes in (64, 128, 256):
+                params = {"width": 64, "height": rows, "cluster": cluster, "chunk": planes, "push": push}
+                try:
+                    check_cluster(case, 64, rows, cluster, planes)
+                except ValueError:
+                    continue
+                made.append((f"cpipe{' push' if push else ''} 64x{rows} C{cluster} L{planes}", params, render_cluster_pipe))
+    return made
+
+
+def sweep_cluster(backend, case_id: str, passes: int, launches: int, admitted=None, push: bool = True) -> tuple[dict, str]:
+    """`cluster_variants` beside the case's admitted kernel and the composed bounds the gate would time: T
+    launches of the admitted star_1 kernel and, for T = 8, two of the admitted diamond_ts4 kernel."""
+    case = parse_case(case_id)
+    t, shape = case.stencil.time_steps, "x".join(map(str, case.shape))
+    parts = [(f"star_1/{shape}/f32", t)] + ([(f"diamond_ts4/{shape}/f32", 2)] if t == 8 else [])
+    extra = [admitted_row(backend, case, part, admitted[part], times) for part, times in parts if part in admitted]
+    own = admitted.get(case_id)
+    made = cluster_variants(case, push) + ([("admitted", {}, lambda _c, **_: (own[0], own[1], ""))] if own else [])
+    row = sweep_case(backend, case_id, passes, launches, made, extra)
+    bound = min(statistics.median(row["variants"][name]["samples_ms"]) for name, *_ in extra) if extra else None
+    for variant in row["variants"].values():
+        variant["x_bound"] = round(bound / variant["median_ms"], 3) if bound else None
+    best = row["variants"].get(row["best"], {})
+    return row, (f"best {row['best']} {best.get('median_ms')} ms, {best.get('x_bound')}x the fastest composed bound, "
+                 f"rejected {sorted(row['rejected'])}")
+
+
+def sweep_cluster_pull(backend, case_id: str, passes: int, launches: int, admitted=None) -> tuple[dict, str]:
+    return sweep_cluster(backend, case_id, passes, launches, admitted, push=False)
+
+
+sweep_cluster.wants_every_admitted = sweep_cluster_pull.wants_every_admitted = True
+
+
 def sweep_pipe(backend, case_id: str, passes: int, launches: int) -> tuple[dict, str]:
     case = parse_case(case_id)
     octa = [("octa", {}, lambda c, **_: render_temporal(c))] if case.stencil.time_steps > 1 else []
@@ -110,7 +174,8 @@ def sweep_pipe(backend, case_id: str, passes: int, launches: int) -> tuple[dict,
 
 def main() -> int:
     return sweep_main(__doc__.splitlines()[0], "comma-separated case ids: diamond_tsT f32, star_1 or varcoef_star_1 in "
-                      "f16 or f32", sweep_pipe)
+                      "f16 or f32", sweep_pipe, {"cluster": sweep_cluster,
+                                                        "cluster_pull": sweep_cluster_pull})
 
 
 if __name__ == "__main__":

@@ -10,7 +10,10 @@ as fibers (ucontext; real threads until session 29, which spent most of these te
 hundreds of them on two cores) meeting at barriers (each warp in turn sitting out two rounds, and independently eight, so warps drift apart), the shared array
 one buffer per block, and a thread that returns drops out of the barrier as it would on the GPU; cp.async copies (`planes`) land at
 the wait that covers them, not before, and bulk copies (`planes` with `bulk`) when their mbarrier's
-phase completes; warp shuffles (`pipe`'s `shuffle`) meet at a barrier of
+phase completes; a kernel with `__cluster_dims__` (`cpipe`) runs each cluster's blocks as fibers of one scheduler, each
+block with its own barrier and shared memory, `cluster_sync` a barrier of all of them and `cluster_map` (the GPU's
+`mapa`) a pointer into another block's shared memory, and a grid that is no whole number of clusters is refused; warp
+shuffles (`pipe`'s `shuffle`) meet at a barrier of
 the warp's threads, so a kernel whose lanes diverge around a shuffle deadlocks here (on the GPU it is
 undefined), which the emulation reports as a failure; rows16's `shuffle` also votes with a
 full-warp ballot before any lane returns. CI has no GPU, and a hand-written candidate must be known correct before device time
@@ -61,6 +64,7 @@ THREADED = r"""
 #include <cmath>
 #include <cstdio>
 #include <memory>
+#include <type_traits>
 #include <ucontext.h>
 #include <vector>
 #define __launch_bounds__(...)
@@ -90,8 +94,10 @@ struct FiberBarrier {
 struct PendingCopy { void* dst; const void* src; std::size_t bytes; int group; };
 struct Fiber {
     ucontext_t context;
-    dim3 thread;
+    dim3 thread, block;
     int lane = 0;
+    FiberBarrier* barrier = nullptr;  /* its block's */
+    char* shared = nullptr;  /* its block's dynamic shared memory */
     FiberBarrier* warp = nullptr;
     double* slots = nullptr;
     std::vector<PendingCopy> pending;
@@ -102,10 +108,21 @@ static Fiber* fiber;  /* the one running */
 static ucontext_t scheduler;
 static void fiber_yield() { swapcontext(&fiber->context, &scheduler); }
 #define threadIdx (fiber->thread)
-static FiberBarrier* block_barrier;
-static char* dynamic_shared;
+#define blockIdx (fiber->block)
+#define dynamic_shared (fiber->shared)
 #undef __syncthreads
-#define __syncthreads() block_barrier->arrive_and_wait()
+#define __syncthreads() fiber->barrier->arrive_and_wait()
+/* A thread-block cluster (`__cluster_dims__`): its blocks' threads are fibers of one scheduler, so a
+   block may read another's shared memory (cluster_map, as `mapa`) between cluster barriers. */
+#define EMULATED_CLUSTER
+#define __cluster_dims__(...)
+static FiberBarrier* cluster_barrier;
+static std::vector<char*> cluster_shared;  /* each block's dynamic shared memory, by rank */
+inline void cluster_sync() { cluster_barrier->arrive_and_wait(); }
+template <class P> inline P* cluster_map(P* p, unsigned rank)
+{
+    return reinterpret_cast<P*>(cluster_shared.at(rank) + (reinterpret_cast<char*>(const_cast<std::remove_const_t<P>*>(p)) - fiber->shared));
+}
 template <class T> inline T __ldg(const T* p) { return *p; }
 /* Warp shuffles: a warp is 32 consecutive threads of the block (x fastest); every lane writes its
    value to the warp's slots, the warp meets, each reads its source lane (its own past the edge of
@@ -183,6 +200,7 @@ inline void __syncwarp(unsigned = 0xffffffffu) { warp_barrier->arrive_and_wait()
 """
 
 DYNAMIC_SHARED = re.compile(r"extern __shared__ (\w+) (\w+)\[\];")
+CLUSTER_DIMS = re.compile(r"__cluster_dims__\((\d+), (\d+), (\d+)\)")
 
 THREADED_DRIVER = r"""
 static const void* kernel_u; static const void* kernel_a; static void* kernel_y; static const double* kernel_coef;
@@ -190,37 +208,48 @@ static int kernel_nz, kernel_ny, kernel_nx;
 static void fiber_main()
 {
     stencil((const elem_t*)kernel_u, (const elem_t*)kernel_a, (elem_t*)kernel_y, kernel_coef, kernel_nz, kernel_ny, kernel_nx);
-    block_barrier->arrive_and_drop();
+    fiber->barrier->arrive_and_drop();
+    cluster_barrier->arrive_and_drop();
     fiber->warp->arrive_and_drop();
     fiber->done = true;
 }  /* returns to the scheduler (uc_link) */
 extern "C" int emulate(int gx, int gy, int gz, int bx, int by, int bz, const void* u, const void* a, void* y,
-                       const double* coef, int nz, int ny, int nx, int shared_bytes)
+                       const double* coef, int nz, int ny, int nx, int shared_bytes, int cx, int cy, int cz)
 {
     constexpr std::size_t STACK = 256 * 1024;
     blockDim = dim3{(unsigned)bx, (unsigned)by, (unsigned)bz};
     kernel_u = u; kernel_a = a; kernel_y = y; kernel_coef = coef; kernel_nz = nz; kernel_ny = ny; kernel_nx = nx;
-    std::vector<char> shared(shared_bytes > 0 ? shared_bytes : 1);
-    dynamic_shared = shared.data();
-    const int count = bx * by * bz, warps = (count + 31) / 32;
-    std::unique_ptr<char[]> stacks(new char[STACK * count]);
-    for (int k = 0; k < gz; ++k) for (int j = 0; j < gy; ++j) for (int i = 0; i < gx; ++i) {
-        blockIdx = dim3{(unsigned)i, (unsigned)j, (unsigned)k};
-        FiberBarrier barrier(count);
-        block_barrier = &barrier;
-        std::vector<std::unique_ptr<FiberBarrier>> warp_barriers;
-        for (int w = 0; w < warps; ++w) warp_barriers.emplace_back(new FiberBarrier(std::min(32, count - 32 * w)));
+    const int count = bx * by * bz, block_warps = (count + 31) / 32, blocks = cx * cy * cz;
+    const int threads = count * blocks, warps = block_warps * blocks;
+    std::vector<std::vector<char>> shared(blocks, std::vector<char>(shared_bytes > 0 ? shared_bytes : 1));
+    std::unique_ptr<char[]> stacks(new char[STACK * threads]);
+    for (int k = 0; k < gz; k += cz) for (int j = 0; j < gy; j += cy) for (int i = 0; i < gx; i += cx) {
+        /* one cluster (one block where the kernel names no cluster): its blocks by rank, x fastest */
+        FiberBarrier cluster(threads);
+        cluster_barrier = &cluster;
+        cluster_shared.clear();
+        std::vector<std::unique_ptr<FiberBarrier>> block_barriers, warp_barriers;
+        for (int b = 0; b < blocks; ++b) {
+            block_barriers.emplace_back(new FiberBarrier(count));
+            cluster_shared.push_back(shared[b].data());
+            for (int w = 0; w < block_warps; ++w) warp_barriers.emplace_back(new FiberBarrier(std::min(32, count - 32 * w)));
+        }
         std::vector<double> slots(32 * warps);
-        std::vector<Fiber> fibers(count);
+        std::vector<Fiber> fibers(threads);
+        for (int b = 0; b < blocks; ++b)
         for (int tz = 0; tz < bz; ++tz) for (int ty = 0; ty < by; ++ty) for (int tx = 0; tx < bx; ++tx) {
-            const int linear = (tz * by + ty) * bx + tx;
-            Fiber& f = fibers[linear];
+            const int linear = (tz * by + ty) * bx + tx, index = b * count + linear;
+            const int warp = b * block_warps + linear / 32;
+            Fiber& f = fibers[index];
             f.thread = dim3{(unsigned)tx, (unsigned)ty, (unsigned)tz};
+            f.block = dim3{(unsigned)(i + b % cx), (unsigned)(j + b / cx % cy), (unsigned)(k + b / (cx * cy))};
+            f.barrier = block_barriers[b].get();
+            f.shared = shared[b].data();
             f.lane = linear % 32;
-            f.warp = warp_barriers[linear / 32].get();
-            f.slots = slots.data() + linear / 32 * 32;
+            f.warp = warp_barriers[warp].get();
+            f.slots = slots.data() + warp * 32;
             getcontext(&f.context);
-            f.context.uc_stack.ss_sp = stacks.get() + STACK * linear;
+            f.context.uc_stack.ss_sp = stacks.get() + STACK * index;
             f.context.uc_stack.ss_size = STACK;
             f.context.uc_link = &scheduler;
             makecontext(&f.context, fiber_main, 0);
@@ -232,12 +261,12 @@ extern "C" int emulate(int gx, int gy, int gz, int bx, int by, int bz, const voi
            warp's lag must exceed the ring's buffers, at most 8;
            a round without progress is run again with every warp before it counts as a deadlock. */
         bool everyone = false;
-        for (int left = count, round = 0; left > 0; ++round) {
+        for (int left = threads, round = 0; left > 0; ++round) {
             const long before = progress;
             const int held = everyone || warps < 2 ? -1 : round / 2 % warps;
             const int held_long = everyone || warps < 2 ? -1 : warps - 1 - round / 8 % warps;  /* from the last warp down */
             for (Fiber& f : fibers) {
-                const int warp = (&f - fibers.data()) / 32;
+                const int index = &f - fibers.data(), warp = index / count * block_warps + index % count / 32;
                 if (f.done || warp == held || warp == held_long) continue;
                 fiber = &f;
                 swapcontext(&scheduler, &f.context);
@@ -321,9 +350,14 @@ def emulate(case: Case, source: str, launch: dict, inputs: dict[str, np.ndarray]
     coef = np.ascontiguousarray(coefficients, dtype=np.float64)
     pointer = lambda name: arrays[name][1].ctypes.data_as(ctypes.c_void_p) if name in arrays else None  # noqa: E731
     fibers = threaded(source)
+    cluster = CLUSTER_DIMS.search(source)
+    dims = tuple(int(v) for v in cluster.groups()) if cluster else (1, 1, 1)
+    if any(g % c for g, c in zip(grid, dims)):
+        raise AssertionError(f"grid {grid} is no whole number of clusters {dims}: the launch would fail on the GPU")
     status = build(source).emulate(*[ctypes.c_int(v) for v in (*grid, *block)], pointer("u"), pointer("a"), pointer("y"),
                                    coef.ctypes.data_as(ctypes.POINTER(ctypes.c_double)), ctypes.c_int(nz), ctypes.c_int(ny),
-                                   ctypes.c_int(nx), *([ctypes.c_int(launch.get("shared_bytes", 0))] if fibers else []))
+                                   ctypes.c_int(nx), *([ctypes.c_int(launch.get("shared_bytes", 0)), *map(ctypes.c_int, dims)]
+                                                       if fibers else []))
     if fibers and status != 0:
         raise AssertionError("the kernel's threads deadlocked at a barrier (the emulation says where)")
 

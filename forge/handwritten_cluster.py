@@ -1,0 +1,176 @@
+"""`cpipe`: the 3.5-D pipeline of `pipe` (forge/handwritten_temporal.py) with its y halo shared across
+a thread-block cluster (Hopper's distributed shared memory) instead of recomputed by every block.
+
+Why. At T = 8 the pipe's 64 x 32 tile keeps 48 x 16 outputs: with one block an SM (registers and
+shared memory both limit it), step s computes (64 - 2s)(32 - 2s) points for 768, 2.67x the work
+the outputs need, where two 4-step passes repeat 1.45-1.71x each; that is why the 8-step pipe
+lost to two launches of the admitted 4-step kernel (docs/forge.md, "Not yet"). A cluster of CY
+blocks stacked in y shares one tile of W x (CY H) points: a block's edge rows take their y
+neighbours from the next block's shared plane of the same step (`mapa` + a generic load), so the
+halo of T rows is paid once a cluster, not once a block. CY = 4 blocks of 64 x 32 keep 48 x 112
+outputs of 64 x 128 (1.29x for T = 8 instead of 2.67x), on four SMs' registers and shared memory.
+
+What it costs. The one barrier an iteration (double-buffered planes by parity, as in pipe) must
+now order the cluster's blocks too: `barrier.cluster.arrive.release` + `wait.acquire` instead of
+`__syncthreads`; and the first and last rows of each block load their y neighbours from another
+SM. Blocks of a cluster start together (the hardware schedules a cluster whole) and one barrier
+before the march makes sure every block's shared memory exists before any is read; no block
+returns early unless its whole cluster does, so no block reads from one that has exited.
+
+The x halo stays as in pipe (overlapped tiles): the x neighbours at a thread's ends come by warp
+shuffles within a row, which a cluster split in x would turn into divergent remote loads.
+"""
+from __future__ import annotations
+
+from measurement.harness.cases import Case
+
+from .handwritten_temporal import (REGISTER_FILE, V, VECTOR_HELPERS, _SOURCE, _variant, registers_per_thread, shared_bytes,
+                                   shuffles_fit, x_halo)
+
+CLUSTER_HELPERS = r"""#ifndef EMULATED_CLUSTER
+/* One barrier for every thread of the cluster: the writes before it (shared memory of any block)
+   are seen by the reads after it. */
+__device__ __forceinline__ void cluster_sync()
+{
+    asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+/* The address of `p` (this block's shared memory) in the shared memory of the cluster's block `rank`. */
+template <class P> __device__ __forceinline__ P* cluster_map(P* p, unsigned rank)
+{
+    unsigned long long mapped;
+    asm volatile("mapa.u64 %0, %1, %2;" : "=l"(mapped) : "l"(p), "r"(rank));
+    return reinterpret_cast<P*>(mapped);
+}
+#endif
+"""
+
+
+_PULL_DECLARATIONS = (
+    "    const bool from_above = ty == 0 && ry > 0, from_below = ty == H - 1 && ry < CY - 1;\n"
+    "    /* the block above or below in the cluster, for this thread's edge row (its own block otherwise) */\n"
+    "    const float4* edge = cluster_map(planes, from_above ? ry - 1 : from_below ? ry + 1 : ry);")
+_PULL_EDITS = [
+    ("                const float4 up = src[(ty > 0 ? ty - 1 : ty) * TX + tx];\n"
+     "                const float4 dn = src[(ty < H - 1 ? ty + 1 : ty) * TX + tx];\n",
+     "                const int base = ((s - 1) * 2 + rb) * PLANE;\n"
+     "                const float4 up = from_above ? edge[base + (H - 1) * TX + tx] : src[(ty > 0 ? ty - 1 : ty) * TX + tx];\n"
+     "                const float4 dn = from_below ? edge[base + tx] : src[(ty < H - 1 ? ty + 1 : ty) * TX + tx];\n"),
+]
+# Shared planes of H + 2 rows: row 0 the halo row above (the last row of the block above, pushed by it), rows
+# 1..H the block's own, row H + 1 the halo row below. At the cluster's edges the halo rows are never written
+# and the edge row reads itself, as pipe's lone block does.
+_PUSH_DECLARATIONS = (
+    "    const bool push_up = ty == 0 && ry > 0, push_down = ty == H - 1 && ry < CY - 1;\n"
+    "    /* where this thread's value also goes: the halo row below in the block above, or above in the block below */\n"
+    "    float4* const far = cluster_map(planes, push_up ? ry - 1 : push_down ? ry + 1 : ry) + (push_up ? (H + 1) * TX : 0) + tx;\n"
+    "    auto put = [&](int at, const float* v) {{\n"
+    "        const float4 f = make_float4(v[0], v[1], v[2], v[3]);\n"
+    "        planes[at + (ty + 1) * TX + tx] = f;\n"
+    "        if (push_up || push_down) far[at] = f;\n"
+    "    }};")
+_PUSH_EDITS = [
+    ("        planes[(0 * 2 + wb) * PLANE + ty * TX + tx] = make_float4(nw[0], nw[1], nw[2], nw[3]);\n",
+     "        put((0 * 2 + wb) * PLANE, nw);\n"),
+    ("            if (s < T) planes[(s * 2 + wb) * PLANE + ty * TX + tx] = make_float4(nw[0], nw[1], nw[2], nw[3]);\n",
+     "            if (s < T) put((s * 2 + wb) * PLANE, nw);\n"),
+    ("                const float4 up = src[(ty > 0 ? ty - 1 : ty) * TX + tx];\n"
+     "                const float4 dn = src[(ty < H - 1 ? ty + 1 : ty) * TX + tx];\n",
+     "                const float4 up = src[(ty > 0 || ry > 0 ? ty : ty + 1) * TX + tx];\n"
+     "                const float4 dn = src[(ty < H - 1 || ry < CY - 1 ? ty + 2 : ty + 1) * TX + tx];\n"),
+]
+_PUSH_ROW = ("                const float* row = reinterpret_cast<const float*>(src + ty * TX);\n",
+             "                const float* row = reinterpret_cast<const float*>(src + (ty + 1) * TX);\n")
+
+
+def output_rows(case: Case, height: int, cluster: int) -> int:
+    return cluster * height - 2 * case.stencil.time_steps
+
+
+def cluster_tile_y(case: Case, height: int, cluster: int) -> int:
+    """The launch's tile height: the ABI's grid, ceil(ny / tile), must be a whole number of clusters and
+    at least enough of them for the ny - 2T output rows (`output_rows` a cluster); a cluster beyond
+    them returns at once."""
+    ny = case.shape[1]
+    want = -(-(ny - 2 * case.stencil.time_steps) // output_rows(case, height, cluster)) * cluster
+    for tile in range(ny, 0, -1):
+        blocks = -(-ny // tile)
+        if blocks >= want and blocks % cluster == 0:
+            return tile
+    raise ValueError(f"{case.id}: no tile height gives a whole number of clusters of {cluster} for {ny} rows")
+
+
+def check_cluster(case: Case, width: int, height: int, cluster: int, chunk: int) -> None:
+    """pipe's limits (check_parameters) with the cluster's tile in place of the block's: the y halo is the
+    cluster's, so a block may be shorter than 2T rows; every block needs two rows (one above, one below)."""
+    stencil, t = case.stencil, case.stencil.time_steps
+    if stencil.dims != 3 or stencil.family != "star" or stencil.radius != 1 or t < 2 or case.precision != "f32":
+        raise ValueError(f"{case.id}: cpipe is for diamond_tsT (T > 1) in f32")
+    if not 2 <= cluster <= 8:
+        raise ValueError(f"cluster {cluster}: 2 to 8 blocks (the portable cluster size)")
+    if width % V or height < 2 or width // V * height > 1024:
+        raise ValueError(f"tile {width}x{height}: the width a multiple of {V}, two rows or more, at most 1024 threads a block")
+    if width <= 2 * x_halo(t) or cluster * height <= 2 * t or chunk < 1:
+        raise ValueError(f"tile {width}x{height} in clusters of {cluster} with chunk {chunk}: no output points for T = {t}")
+    if width // V * height * registers_per_thread(t) > REGISTER_FILE:
+        raise ValueError(f"tile {width}x{height}: more registers than an SM has at T = {t}")
+    if shared_bytes(t, width, height + 2) > 227 * 1024:
+        raise ValueError(f"tile {width}x{height}: {shared_bytes(t, width, height + 2)} bytes of shared memory for T = {t}")
+    cluster_tile_y(case, height, cluster)
+
+
+def render_cluster_pipe(case: Case, width: int = 64, height: int = 32, cluster: int = 4, chunk: int = 128,
+                        shuffle: bool = True, push: bool = True) -> tuple[str, dict, str]:
+    """(source, launch, hypothesis): pipe's kernel (with its x shuffles where a row fits a warp) in clusters
+    of `cluster` blocks stacked in y. `push`: a block's edge rows are also stored into the next block's
+    halo rows (two more rows a shared plane), so every read is local; else (`push=False`, session 36's
+    first sweep) the edge rows load their neighbours from the other block's shared memory, a remote load
+    a step that the compiler cannot hoist above the step's shared stores."""
+    check_cluster(case, width, height, cluster, chunk)
+    if shuffle and not shuffles_fit(width // V, height):
+        raise ValueError(f"tile {width}x{height}: shuffles need a power-of-two row of at most 32 threads and whole warps")
+    t = case.stencil.time_steps
+    template = _variant(_SOURCE, shuffle, False, 1)
+    edits = [
+        ("extern \"C\" __global__ void __launch_bounds__({THREADS})",
+         CLUSTER_HELPERS.replace("{", "{{").replace("}", "}}")
+         + "extern \"C\" __global__ void __cluster_dims__(1, {CY}, 1) __launch_bounds__({THREADS})"),
+        ("    constexpr int OX = W - 2 * HX, OY = H - 2 * T, PLANE = H * TX;",
+         "    constexpr int CY = {CY}, OX = W - 2 * HX, OY = CY * H - 2 * T, PLANE = (H + %d) * TX;"
+         "  /* OY: the cluster's output rows */" % (2 if push else 0)),
+        ("    const int xin = blockIdx.x * OX - HX, yin = blockIdx.y * OY;",
+         "    const int ry = blockIdx.y % CY;  /* this block's place in its cluster (its rank: cluster dims 1 x CY) */\n"
+         "    const int ycl = blockIdx.y / CY * OY;  /* the cluster's first input row */\n"
+         "    const int xin = blockIdx.x * OX - HX, yin = ycl + ry * H;"),
+        ("    if (xin + HX >= nx - T || yin + T >= ny - T || zb >= ze) return;  /* the whole block: before any barrier */",
+         "    if (xin + HX >= nx - T || ycl + T >= ny - T || zb >= ze) return;  /* the whole cluster: before any barrier */"),
+        ("    const bool store_row = ty >= T && ty < H - T && gy >= T && gy < ny - T;",
+         "    const int cy = ry * H + ty;  /* the row in the cluster's tile */\n"
+         "    const bool store_row = cy >= T && cy < CY * H - T && gy >= T && gy < ny - T;\n" + (_PUSH_DECLARATIONS if push else _PULL_DECLARATIONS)),
+        ("    load(zb - T, next);\n", "    load(zb - T, next);\n    cluster_sync();  /* every block of the cluster has started */\n"),
+    ] + (_PUSH_EDITS if push else _PULL_EDITS) + [
+        ("        __syncthreads();\n    }}\n}}\n", "        cluster_sync();\n    }}\n}}\n"),
+    ]
+    if push and not shuffle:
+        edits.append(_PUSH_ROW)
+    for old, new in edits:
+        assert old in template, old
+        template = template.replace(old, new)
+    tx = width // V
+    out_x, out_y = width - 2 * x_halo(t), output_rows(case, height, cluster)
+    source = template.format(
+        T=t, TX=tx, H=height, L=chunk, THREADS=tx * height, case=case.id, W=width, OX=out_x, OY=out_y, CY=cluster,
+        INCLUDE="", ELEM="float", VECTOR=VECTOR_HELPERS["f32"], ALIGN=V * case.dtype.itemsize - 1, AMASK="", VARCOEF_VEC="",
+        VARCOEF_SCALAR="")
+    source = source.replace(f"(forge/handwritten_temporal.py): the {t} step(s)",
+                            f"(forge/handwritten_cluster.py): the {t} step(s)", 1)
+    launch = {"block": [tx, height, 1], "tile": [out_x, cluster_tile_y(case, height, cluster), chunk],
+              "shared_bytes": shared_bytes(t, width, height + (2 if push else 0))}
+    rows = cluster * height
+    redundancy = sum((width - 2 * s) * (rows - 2 * s) for s in range(1, t + 1)) / (t * out_x * out_y)
+    hypothesis = (f"{case.id}: the {t} steps pipelined on chip along z as in pipe, in clusters of {cluster} blocks of "
+                  f"{width}x{height} stacked in y ({width}x{rows} tiles, {out_x}x{out_y} outputs, {chunk} planes a cluster): "
+                  f"the y halo paid once a cluster through distributed shared memory, {redundancy:.2f}x redundant work "
+                  "instead of a lone block's; one cluster barrier an iteration instead of __syncthreads; expected over two "
+                  "launches of the admitted 4-step kernel where the lone 8-step block lost to them.")
+    return source, launch, hypothesis
+
