@@ -88,29 +88,24 @@ def pipe_variants(case) -> list[tuple[str, dict, object]]:
     return list({name: (name, params, render) for name, params, render in made}.values())  # the default tile recurs
 
 
-def composed_row(backend, case) -> tuple:
-    """rows16 on star_1 of the case's shape, its time counted T times."""
-    from measurement.backends.base import Kernel, Variant
-    from measurement.harness.oracle import make_inputs
-
-    single = parse_case(f"star_1/{'x'.join(map(str, case.shape))}/{case.precision}")
-    source, launch, _ = render(single)
-    prepared = backend.prepare(single, Variant("rows16", Kernel(source, launch), "candidate"))
-    buffers = backend.allocate(single, make_inputs(single, 1))
-    return (f"composed(rows16 star_1 x{case.stencil.time_steps})", prepared, buffers,
-            backend.coefficients(single.coefficients()), case.stencil.time_steps)
-
-
-def admitted_row(backend, case, part_id: str, kernel: tuple[str, dict], times: int) -> tuple:
-    """A composed bound as the gate composes it: the admitted kernel of `part_id` (from the export),
-    launched `times` times on its own buffers in the same passes."""
+def part_row(backend, part_id: str, name: str, kernel: tuple[str, dict], times: int) -> tuple:
+    """A composed bound's row for `sweep_case`'s `extra`: `kernel` on `part_id` (a case with fewer steps),
+    on its own buffers, its time counted `times` times."""
     from measurement.backends.base import Kernel, Variant
     from measurement.harness.oracle import make_inputs
 
     part = parse_case(part_id)
-    prepared = backend.prepare(part, Variant(part_id, Kernel(*kernel), "candidate"))
+    prepared = backend.prepare(part, Variant(name, Kernel(*kernel), "candidate"))
     buffers = backend.allocate(part, make_inputs(part, 1))
-    return f"composed({part_id.split('/')[0]} admitted x{times})", prepared, buffers, backend.coefficients(part.coefficients()), times
+    return name, prepared, buffers, backend.coefficients(part.coefficients()), times
+
+
+def composed_row(backend, case) -> tuple:
+    """rows16 on star_1 of the case's shape, its time counted T times."""
+    single = f"star_1/{'x'.join(map(str, case.shape))}/{case.precision}"
+    source, launch, _ = render(parse_case(single))
+    t = case.stencil.time_steps
+    return part_row(backend, single, f"composed(rows16 star_1 x{t})", (source, launch), t)
 
 
 def cluster_variants(case, push: bool = True) -> list[tuple[str, dict, object]]:
@@ -140,7 +135,9 @@ def sweep_cluster(backend, case_id: str, passes: int, launches: int, admitted=No
     case = parse_case(case_id)
     t, shape = case.stencil.time_steps, "x".join(map(str, case.shape))
     parts = [(f"star_1/{shape}/f32", t)] + ([(f"diamond_ts4/{shape}/f32", 2)] if t == 8 else [])
-    extra = [admitted_row(backend, case, part, admitted[part], times) for part, times in parts if part in admitted]
+    # as the gate composes them: the admitted kernel of each part (from the export), on its own buffers
+    extra = [part_row(backend, part, f"composed({part.split('/')[0]} admitted x{times})", admitted[part], times)
+             for part, times in parts if part in admitted]
     own = admitted.get(case_id)
     made = cluster_variants(case, push) + ([("admitted", {}, lambda _c, **_: (own[0], own[1], ""))] if own else [])
     row = sweep_case(backend, case_id, passes, launches, made, extra)

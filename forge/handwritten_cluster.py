@@ -2,20 +2,23 @@
 a thread-block cluster (Hopper's distributed shared memory) instead of recomputed by every block.
 
 Why. At T = 8 the pipe's 64 x 32 tile keeps 48 x 16 outputs: with one block an SM (registers and
-shared memory both limit it), step s computes (64 - 2s)(32 - 2s) points for 768, 2.67x the work
-the outputs need, where two 4-step passes repeat 1.45-1.71x each; that is why the 8-step pipe
-lost to two launches of the admitted 4-step kernel (docs/forge.md, "Not yet"). A cluster of CY
-blocks stacked in y shares one tile of W x (CY H) points: a block's edge rows take their y
-neighbours from the next block's shared plane of the same step (`mapa` + a generic load), so the
-halo of T rows is paid once a cluster, not once a block. CY = 4 blocks of 64 x 32 keep 48 x 112
-outputs of 64 x 128 (1.29x for T = 8 instead of 2.67x), on four SMs' registers and shared memory.
+shared memory both limit it) every step is computed over the whole tile, 2048 points for 768 outputs,
+2.67x the work the outputs need, where two 4-step passes repeat 1.45-1.71x each; that is why the 8-step
+pipe lost to two launches of the admitted 4-step kernel (docs/forge.md, "Not yet"). A cluster of CY
+blocks stacked in y shares one tile of W x (CY H) points, so the halo of T rows is paid once a cluster,
+not once a block: CY = 2 blocks of 64 x 32 compute 64 x 64 points a step for 48 x 48 outputs (1.78x),
+CY = 4 compute 64 x 128 for 48 x 112 (1.52x), on two or four SMs' registers and shared memory.
+
+How a block's edge row gets its y neighbour from the next block: `push` (the default) stores each edge
+row also into the next block's halo row (two more rows a shared plane, `mapa` + a generic store), so
+every read is local; `pull` (session 36's first design) loads it from the other block's shared plane.
 
 What it costs. The one barrier an iteration (double-buffered planes by parity, as in pipe) must
 now order the cluster's blocks too: `barrier.cluster.arrive.release` + `wait.acquire` instead of
-`__syncthreads`; and the first and last rows of each block load their y neighbours from another
-SM. Blocks of a cluster start together (the hardware schedules a cluster whole) and one barrier
-before the march makes sure every block's shared memory exists before any is read; no block
-returns early unless its whole cluster does, so no block reads from one that has exited.
+`__syncthreads`, and the edge rows cross to another SM. Blocks of a cluster start together (the
+hardware schedules a cluster whole) and one barrier before the march makes sure every block's shared
+memory exists before any is touched; no block returns early unless its whole cluster does, so no block
+writes to or reads from one that has exited.
 
 The x halo stays as in pipe (overlapped tiles): the x neighbours at a thread's ends come by warp
 shuffles within a row, which a cluster split in x would turn into divergent remote loads.
