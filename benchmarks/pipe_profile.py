@@ -11,8 +11,8 @@ before its colon: `rows8+lean`), byte for byte the source the gate measured, and
 harness's copy of the case's array size, the ceiling of "% of copy" (session 32, scripts/candidate_ncu.sh);
 `--design producer` `planes` with session 33's producer warp as forge/handwritten_planes.py's
 `producer_candidate` renders it, also where campaigns do not offer it (f32: why it loses there);
-`--design cpipe --cluster C --height H --chunk L [--pull]` session 36's cluster pipeline
-(forge/handwritten_cluster.py: scripts/cluster_ncu.sh, where its cluster barrier's time goes).
+`--design cpipe --cluster C --height H --chunk L [--exchange push|pull|signal]` the cluster pipeline of sessions
+36-37 (forge/handwritten_cluster.py: scripts/cluster_ncu.sh, where its cluster barrier's time goes).
 
 On the device machine (docs/gpu.md):
 
@@ -44,7 +44,8 @@ def main() -> int:
     parser.add_argument("--cluster", type=int, default=2, help="cpipe: blocks a cluster")
     parser.add_argument("--height", type=int, default=32, help="cpipe: rows a block")
     parser.add_argument("--chunk", type=int, default=256, help="cpipe: planes a cluster")
-    parser.add_argument("--pull", action="store_true", help="cpipe: edge rows loaded from the other block, not pushed")
+    parser.add_argument("--exchange", choices=["push", "pull", "signal"], default="push",
+                        help="cpipe: how the edge rows cross between blocks (forge/handwritten_cluster.py)")
     parser.add_argument("--candidate", help="a campaign candidate's name (forge/candidates.py), instead of --design")
     options = parser.parse_args()
     from measurement.backends import get_backend
@@ -75,8 +76,9 @@ def main() -> int:
     elif options.design == "cpipe":
         from forge.handwritten_cluster import render_cluster_pipe
 
-        source, launch, _ = render_cluster_pipe(case, 64, options.height, options.cluster, options.chunk, push=not options.pull)
-        label = f"cpipe 64x{options.height} C{options.cluster} L{options.chunk} push={not options.pull}"
+        source, launch, _ = render_cluster_pipe(case, 64, options.height, options.cluster, options.chunk,
+                                                exchange=options.exchange)
+        label = f"cpipe 64x{options.height} C{options.cluster} L{options.chunk} {options.exchange}"
     elif options.design in ("rows16", "rows8"):
         source, launch, _ = render(case, by=options.by, vector_bytes=16 if options.design == "rows16" else 8)
         label = f"{options.design} by={options.by}"

@@ -16,7 +16,8 @@ prefetched at the default tile (docs/forge.md: one plane ahead lacked bytes in f
 `--family cluster --admitted EXPORT` times session 36's cluster pipeline (`cpipe`, forge/handwritten_cluster.py)
 instead, beside the case's admitted kernel and the composed bounds the gate would time from that export (T launches
 of the admitted star_1 kernel; for T = 8 also two of the admitted diamond_ts4 kernel); `--family cluster_pull`
-its first design (edge rows loaded from the other block).
+its first design (edge rows loaded from the other block), `--family cluster_signal` session 37's (edge rows pushed
+into the other block's ring on mbarriers, no cluster barrier an iteration).
 
 On the device machine (docs/gpu.md):
 
@@ -108,28 +109,30 @@ def composed_row(backend, case) -> tuple:
     return part_row(backend, single, f"composed(rows16 star_1 x{t})", (source, launch), t)
 
 
-def cluster_variants(case, push: bool = True) -> list[tuple[str, dict, object]]:
+def cluster_variants(case, exchange: str = "push") -> list[tuple[str, dict, object]]:
     """pipe as the campaigns offer it (64 x 32 with shuffles), then `cpipe` (forge/handwritten_cluster.py) in
-    clusters of 2, 4 and 8 blocks of 64 wide at 64, 128 and 256 planes a cluster: with the edge rows pushed
-    into the next block's halo rows (`--family cluster`, blocks of 16 and 32 rows), or pulled from the other
-    block (`--family cluster_pull`, 16, 24 and 32 rows: session 36's first sweep)."""
+    clusters of 2, 4 and 8 blocks of 64 wide at 64, 128 and 256 planes a cluster, the edge rows exchanged by
+    `exchange`: pushed into the next block's halo rows (`--family cluster`, blocks of 16 and 32 rows), pulled
+    from the other block (`--family cluster_pull`, 16, 24 and 32 rows: session 36's first sweep), or pushed
+    into its ring on mbarriers under the block's own barrier (`--family cluster_signal`, 16 and 32 rows)."""
     width, height, chunk = default_parameters(case)
     shuffle = shuffles_fit(width // 4, height)
     made = [(f"pipe {width}x{height} L{chunk}{' shuffle' if shuffle else ''}",
              {"width": width, "height": height, "chunk": chunk, "shuffle": shuffle}, render_pipe)]
-    for rows in (16, 32) if push else (16, 24, 32):
+    label = {"push": "cpipe push", "pull": "cpipe", "signal": "cpipe signal"}[exchange]
+    for rows in (16, 24, 32) if exchange == "pull" else (16, 32):
         for cluster in (2, 4, 8):
             for planes in (64, 128, 256):
-                params = {"width": 64, "height": rows, "cluster": cluster, "chunk": planes, "push": push}
+                params = {"width": 64, "height": rows, "cluster": cluster, "chunk": planes, "exchange": exchange}
                 try:
-                    check_cluster(case, 64, rows, cluster, planes)
+                    check_cluster(case, 64, rows, cluster, planes, exchange)
                 except ValueError:
                     continue
-                made.append((f"cpipe{' push' if push else ''} 64x{rows} C{cluster} L{planes}", params, render_cluster_pipe))
+                made.append((f"{label} 64x{rows} C{cluster} L{planes}", params, render_cluster_pipe))
     return made
 
 
-def sweep_cluster(backend, case_id: str, passes: int, launches: int, admitted=None, push: bool = True) -> tuple[dict, str]:
+def sweep_cluster(backend, case_id: str, passes: int, launches: int, admitted=None, exchange: str = "push") -> tuple[dict, str]:
     """`cluster_variants` beside the case's admitted kernel and the composed bounds the gate would time: T
     launches of the admitted star_1 kernel and, for T = 8, two of the admitted diamond_ts4 kernel."""
     case = parse_case(case_id)
@@ -139,7 +142,7 @@ def sweep_cluster(backend, case_id: str, passes: int, launches: int, admitted=No
     extra = [part_row(backend, part, f"composed({part.split('/')[0]} admitted x{times})", admitted[part], times)
              for part, times in parts if part in admitted]
     own = admitted.get(case_id)
-    made = cluster_variants(case, push) + ([("admitted", {}, lambda _c, **_: (own[0], own[1], ""))] if own else [])
+    made = cluster_variants(case, exchange) + ([("admitted", {}, lambda _c, **_: (own[0], own[1], ""))] if own else [])
     row = sweep_case(backend, case_id, passes, launches, made, extra)
     bound = min(statistics.median(row["variants"][name]["samples_ms"]) for name, *_ in extra) if extra else None
     for variant in row["variants"].values():
@@ -150,10 +153,14 @@ def sweep_cluster(backend, case_id: str, passes: int, launches: int, admitted=No
 
 
 def sweep_cluster_pull(backend, case_id: str, passes: int, launches: int, admitted=None) -> tuple[dict, str]:
-    return sweep_cluster(backend, case_id, passes, launches, admitted, push=False)
+    return sweep_cluster(backend, case_id, passes, launches, admitted, exchange="pull")
 
 
-sweep_cluster.wants_every_admitted = sweep_cluster_pull.wants_every_admitted = True
+def sweep_cluster_signal(backend, case_id: str, passes: int, launches: int, admitted=None) -> tuple[dict, str]:
+    return sweep_cluster(backend, case_id, passes, launches, admitted, exchange="signal")
+
+
+sweep_cluster.wants_every_admitted = sweep_cluster_pull.wants_every_admitted = sweep_cluster_signal.wants_every_admitted = True
 
 
 def sweep_pipe(backend, case_id: str, passes: int, launches: int) -> tuple[dict, str]:
@@ -171,8 +178,8 @@ def sweep_pipe(backend, case_id: str, passes: int, launches: int) -> tuple[dict,
 
 def main() -> int:
     return sweep_main(__doc__.splitlines()[0], "comma-separated case ids: diamond_tsT f32, star_1 or varcoef_star_1 in "
-                      "f16 or f32", sweep_pipe, {"cluster": sweep_cluster,
-                                                        "cluster_pull": sweep_cluster_pull})
+                      "f16 or f32", sweep_pipe, {"cluster": sweep_cluster, "cluster_pull": sweep_cluster_pull,
+                                                        "cluster_signal": sweep_cluster_signal})
 
 
 if __name__ == "__main__":

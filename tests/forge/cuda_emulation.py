@@ -12,7 +12,8 @@ one buffer per block, and a thread that returns drops out of the barrier as it w
 the wait that covers them, not before, and bulk copies (`planes` with `bulk`) when their mbarrier's
 phase completes; a kernel with `__cluster_dims__` (`cpipe`) runs each cluster's blocks as fibers of one scheduler, each
 block with its own barrier and shared memory, `cluster_sync` a barrier of all of them and `cluster_map` (the GPU's
-`mapa`) a pointer into another block's shared memory, and a grid that is no whole number of clusters is refused; warp
+`mapa`) a pointer into another block's shared memory (and `cluster_bar` to its mbarriers), and a grid that is no whole
+number of clusters is refused; warp
 shuffles (`pipe`'s `shuffle`) meet at a barrier of
 the warp's threads, so a kernel whose lanes diverge around a shuffle deadlocks here (on the GPU it is
 undefined), which the emulation reports as a failure; rows16's `shuffle` also votes with a
@@ -158,6 +159,7 @@ inline float4 make_float4(float x, float y, float z, float w) { return float4{x,
    waiting for it, or refills one another thread may still read, reads stale values here too. */
 #define EMULATED_CP_ASYNC
 #include <cstring>
+#include <map>
 #define pending_copies (fiber->pending)
 #define committed_groups (fiber->committed)
 template <class T> inline void copy_async(T* dst, const T* src) { pending_copies.push_back({dst, src, sizeof(T), committed_groups}); }
@@ -174,29 +176,42 @@ template <int N> inline void wait_async()
    parity waits while the barrier's phase still has it. A kernel that reads a buffer before its phase
    completes, or refills one a warp still reads, reads stale or overwritten values here too. */
 #define EMULATED_BULK
-struct EmuMbarrier { int expected = 0, arrived = 0; long pending = 0; unsigned phase = 0; std::vector<PendingCopy> copies; };
+struct EmuMbarrierState { int expected = 0, arrived = 0; long pending = 0; unsigned phase = 0; std::vector<PendingCopy> copies; };
+/* Eight bytes, as the GPU's, so a kernel may lay its mbarriers out in dynamic shared memory (`cpipe` with `signal`):
+   the state lives in emu_barriers, by address. */
+struct EmuMbarrier { unsigned long long slot; };
+static_assert(sizeof(EmuMbarrier) == 8);
 typedef EmuMbarrier mbar_t;
-inline void bar_complete(mbar_t* b)
+static std::map<const void*, EmuMbarrierState> emu_barriers;
+inline EmuMbarrierState& bar_state(const mbar_t* b) { return emu_barriers[b]; }
+inline void bar_complete(mbar_t* bar)
 {
+    EmuMbarrierState* b = &bar_state(bar);
     if (b->arrived < b->expected || b->pending != 0) return;
     for (const PendingCopy& c : b->copies) std::memcpy(c.dst, c.src, c.bytes);
     b->copies.clear();
     b->arrived = 0;
     b->phase ^= 1u;
 }
-inline void bar_init(mbar_t* b, unsigned count) { b->expected = (int)count; b->arrived = 0; b->pending = 0; b->phase = 0; b->copies.clear(); }
+inline void bar_init(mbar_t* b, unsigned count) { bar_state(b) = EmuMbarrierState{(int)count}; }
 inline void bar_fence_init() {}
-inline void bar_expect(mbar_t* b, unsigned bytes) { ++progress; b->pending += bytes; ++b->arrived; bar_complete(b); }
-inline void bar_arrive(mbar_t* b) { ++progress; ++b->arrived; bar_complete(b); }
-inline void bar_wait(mbar_t* b, unsigned parity) { while (b->phase == parity) fiber_yield(); }
+inline void bar_expect(mbar_t* b, unsigned bytes) { ++progress; bar_state(b).pending += bytes; ++bar_state(b).arrived; bar_complete(b); }
+inline void bar_arrive(mbar_t* b) { ++progress; ++bar_state(b).arrived; bar_complete(b); }
+inline void bar_wait(mbar_t* b, unsigned parity) { while (bar_state(b).phase == parity) fiber_yield(); }
 inline void bulk_copy(void* dst, const void* src, unsigned bytes, mbar_t* b)
 {
     ++progress;
-    b->copies.push_back({dst, src, bytes, 0});
-    b->pending -= bytes;
+    bar_state(b).copies.push_back({dst, src, bytes, 0});
+    bar_state(b).pending -= bytes;
     bar_complete(b);
 }
 inline void __syncwarp(unsigned = 0xffffffffu) { warp_barrier->arrive_and_wait(); }
+/* Another block's mbarriers (`cpipe` with `signal`): an arrival lands on that block's barrier itself, and a
+   wait at cluster scope is a wait. */
+typedef mbar_t* remote_bar_t;
+inline remote_bar_t cluster_bar(mbar_t* bars, unsigned rank) { return cluster_map(bars, rank); }
+inline void bar_arrive_remote(remote_bar_t bars, int index) { bar_arrive(bars + index); }
+inline void bar_wait_cluster(mbar_t* b, unsigned parity) { bar_wait(b, parity); }
 """
 
 DYNAMIC_SHARED = re.compile(r"extern __shared__ (\w+) (\w+)\[\];")

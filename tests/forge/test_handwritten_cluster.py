@@ -1,7 +1,8 @@
 """The cluster pipeline (`cpipe`, forge/handwritten_cluster.py) is correct before device time is spent on it:
 run on the CPU by tests/forge/cuda_emulation.py, every block of a cluster a set of fibers of one scheduler
 (its own barrier and shared memory, the cluster's barrier across them), on shapes with several clusters in
-x, y and z and a partial last cluster, judged like the gate's checks."""
+x, y and z and a partial last cluster, judged like the gate's checks; with each of its three exchanges of the
+edge rows (session 37's `signal` on mbarriers across the cluster as well)."""
 from __future__ import annotations
 
 import shutil
@@ -26,10 +27,10 @@ pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ t
     ("diamond_ts4/21x30x44/f32", 16, 6, 3, 5, False),  # 3 blocks a cluster; the grid holds a cluster beyond the rows
     ("diamond_ts4/21x30x44/f32", 16, 8, 2, 5, True),
 ])
-@pytest.mark.parametrize("push", [True, False])
-def test_the_cluster_pipeline_is_correct_on_both_paths(case_id, width, height, cluster, chunk, shuffle, push):
+@pytest.mark.parametrize("exchange", ["push", "pull", "signal"])
+def test_the_cluster_pipeline_is_correct_on_both_paths(case_id, width, height, cluster, chunk, shuffle, exchange):
     case = parse_case(case_id)
-    source, launch, _ = render_cluster_pipe(case, width, height, cluster, chunk, shuffle=shuffle, push=push)
+    source, launch, _ = render_cluster_pipe(case, width, height, cluster, chunk, shuffle=shuffle, exchange=exchange)
     assert f"__cluster_dims__(1, {cluster}, 1)" in source
     for misalign in (False, True):
         assert judged(case, source, launch, misalign) <= TOLERANCE[case.precision], misalign
@@ -44,6 +45,27 @@ def test_a_cluster_pipeline_that_skips_its_exchange_is_caught(old, new):
     source, launch, _ = render_cluster_pipe(case, 24, 8, 4, 4, shuffle=False)
     assert old in source
     assert judged(case, source.replace(old, new), launch, False) > 1e-3
+
+
+@pytest.mark.parametrize("old, new", [
+    # the edge rows read the ring before the neighbour's push of that step has arrived
+    ("            if ((from_above || from_below) && it > 0) bar_wait_cluster(full + (s - 1) * 3 + bp, seen);\n", ""),
+    ("far[(s * 3 + b) * 2 * TX] = f; ", ""),  # arrivals without the row: the ring holds nothing
+    ("bp = (it + 2) % 3;", "bp = it % 3;"),  # this iteration's buffer, not the last one's
+    ("const unsigned seen = (unsigned)((it - 1) / 3) & 1u;", "const unsigned seen = (unsigned)((it + 2) / 3) & 1u;"),
+])
+def test_a_signalled_exchange_that_reads_early_or_waits_wrong_is_caught(old, new):
+    """Each mistake reads a row that is not there yet (wrong results) or waits for a phase no one completes
+    (the emulation reports the deadlock)."""
+    case = parse_case("diamond_ts8/26x37x40/f32")
+    source, launch, _ = render_cluster_pipe(case, 24, 8, 4, 4, shuffle=False, exchange="signal")
+    assert old in source
+    try:
+        error = judged(case, source.replace(old, new), launch, False)
+    except AssertionError as failure:
+        assert "deadlocked" in str(failure)
+    else:
+        assert error > 1e-3
 
 
 def test_the_grid_is_whole_clusters_and_covers_every_output_row():
@@ -76,3 +98,5 @@ def test_parameters_outside_the_design_are_refused_with_the_reason():
         check_cluster(parse_case("star_1/64x64x64/f32"), 64, 32, 2, 16)
     with pytest.raises(ValueError, match="whole number of clusters"):
         check_cluster(parse_case("diamond_ts8/26x37x40/f32"), 32, 8, 3, 4)
+    with pytest.raises(ValueError, match="one of push, pull, signal"):
+        check_cluster(ts8, 64, 32, 2, 128, "broadcast")
