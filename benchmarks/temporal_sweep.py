@@ -111,24 +111,27 @@ def composed_row(backend, case) -> tuple:
 
 def cluster_variants(case, exchange: str = "push") -> list[tuple[str, dict, object]]:
     """pipe as the campaigns offer it (64 x 32 with shuffles), then `cpipe` (forge/handwritten_cluster.py) in
-    clusters of 2, 4 and 8 blocks of 64 wide at 64, 128 and 256 planes a cluster, the edge rows exchanged by
-    `exchange`: pushed into the next block's halo rows (`--family cluster`, blocks of 16 and 32 rows), pulled
-    from the other block (`--family cluster_pull`, 16, 24 and 32 rows: session 36's first sweep), or pushed
-    into its ring on mbarriers under the block's own barrier (`--family cluster_signal`, 16 and 32 rows)."""
+    clusters of 2, 4 and 8 blocks at 64, 128 and 256 planes a cluster, the edge rows exchanged by `exchange`:
+    pushed into the next block's halo rows (`--family cluster`, blocks of 64 x 16 and 64 x 32), pulled from the
+    other block (`--family cluster_pull`, 64 x 16, 24 and 32: session 36's first sweep), or pushed into its ring on
+    mbarriers under the block's own barrier (`--family cluster_signal`, also 128 x 16: 32 lanes a row, so an 8-block
+    cluster repeats 1.31x the work its outputs need, where 64 wide never gets below 1.52x)."""
     width, height, chunk = default_parameters(case)
     shuffle = shuffles_fit(width // 4, height)
     made = [(f"pipe {width}x{height} L{chunk}{' shuffle' if shuffle else ''}",
              {"width": width, "height": height, "chunk": chunk, "shuffle": shuffle}, render_pipe)]
     label = {"push": "cpipe push", "pull": "cpipe", "signal": "cpipe signal"}[exchange]
-    for rows in (16, 24, 32) if exchange == "pull" else (16, 32):
+    tiles = {"push": [(64, 16), (64, 32)], "pull": [(64, 16), (64, 24), (64, 32)],
+             "signal": [(64, 16), (64, 32), (128, 16)]}[exchange]
+    for cols, rows in tiles:
         for cluster in (2, 4, 8):
             for planes in (64, 128, 256):
-                params = {"width": 64, "height": rows, "cluster": cluster, "chunk": planes, "exchange": exchange}
+                params = {"width": cols, "height": rows, "cluster": cluster, "chunk": planes, "exchange": exchange}
                 try:
-                    check_cluster(case, 64, rows, cluster, planes, exchange)
+                    check_cluster(case, cols, rows, cluster, planes, exchange)
                 except ValueError:
                     continue
-                made.append((f"{label} 64x{rows} C{cluster} L{planes}", params, render_cluster_pipe))
+                made.append((f"{label} {cols}x{rows} C{cluster} L{planes}", params, render_cluster_pipe))
     return made
 
 
