@@ -157,6 +157,23 @@ def memory_block(title: str, median: TargetEvaluation, floor: TargetEvaluation |
     ]
 
 
+def not_standing(case: str, result: Result) -> str:
+    """`case (status: its speedup over the bound that revised it)`, and where that bound is one launch of another
+    case's admitted kernel (diamond_ts1: star_1 applied once), that it is the same computation: the case can stand
+    only with a kernel faster than the other case's own."""
+    revision = result.revisions[-1] if result.revisions else None
+    measured = (revision or {}).get("payload", {}).get("measured") or {}
+    bound = measured.get("bound") or {}
+    if not bound or measured.get("speedup") is None:
+        return f"{case} ({result.status})"
+    text = f"{case} ({result.status}: {measured['speedup']:.3f}x over {bound.get('label') or bound.get('name')}"
+    identity = bound.get("identity") or {}
+    if identity.get("steps") == 1 and identity.get("admitted_under"):
+        text += (f", one launch of {identity['single_step_case']}'s admitted kernel: the same computation, so it stands "
+                 "only with a kernel faster than that case's own")
+    return text + ")"
+
+
 def summary(export: Export, mach: Machine) -> list[str]:
     results = export.results
     rows = [(case, results.get(case) or Result(case)) for case in export.cases]
@@ -171,8 +188,11 @@ def summary(export: Export, mach: Machine) -> list[str]:
         f"- **Admitted: {len(admitted.counted)} of {len(admitted.scope)} cases** have a standing admitted result "
         f"({counts['admitted']} admitted, {counts['downgraded']} downgraded); {counts['retracted']} retracted, "
         f"{counts['revised by re-run']} revised by a re-run, {counts['never admitted']} never admitted.",
-        sealed_line(facts),
     ]
+    without = [not_standing(case, result) for case, result in rows if not result.standing]
+    if without:
+        lines.append("  - Without a standing result: " + "; ".join(without) + ".")
+    lines.append(sealed_line(facts))
     copy = f"{bandwidth(mach.copy)} (median of the {mach.copies} copy measurements of the export)" if mach.copy else "unknown"
     if mach.balance:
         lines.append(f"- Machine balance = FP32 peak / copy bandwidth = {mach.balance:.1f} flop/byte. The FP32 peak is "

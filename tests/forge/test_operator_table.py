@@ -193,6 +193,26 @@ def test_committed_table_is_generated():
     assert operator_table.main([str(CAMPAIGN), "--matrix", "gpu", "--check", str(COMMITTED)]) == 0
 
 
+def test_each_case_without_a_standing_result_is_named_with_the_bound_that_revised_it():
+    """Read from the campaign's revising events: every case whose result does not stand, its speedup over the bound of
+    the event that revised it last; and diamond_ts1, whose bound is one launch of star_1's admitted kernel (the same
+    computation), is said to be able to stand only with a kernel faster than that one."""
+    text = operator_table.render(CAMPAIGN, matrix="gpu")
+    cases = [line.split(" | ")[0][2:] for line in text.splitlines() if line.startswith("| ") and " | retracted (" in line]
+    retracted = {}
+    for e in read(CAMPAIGN):  # the last retraction of each: the one standing (a re-admission would be a later verdict)
+        if e["type"] == "ResultRetracted" and e["payload"]["result"].split("/", 2)[2] in cases:
+            retracted[e["payload"]["result"].split("/", 2)[2]] = e
+    line = next(line for line in text.splitlines() if line.startswith("  - Without a standing result: "))
+    assert len(retracted) == line.count("(retracted: ") == 4
+    for case, e in retracted.items():
+        measured = e["payload"]["measured"]
+        assert f"{case} (retracted: {measured['speedup']:.3f}x over {measured['bound']['label']}" in line
+    assert ("diamond_ts1/512x512x512/f32 (retracted: 0.991x over composed(star_1 admitted x1), one launch of "
+            "star_1/512x512x512/f32's admitted kernel: the same computation") in line
+    assert line.count("the same computation") == 1
+
+
 def test_the_cpu_regate_table_is_generated_and_counts_what_still_wins():
     """docs/benchmarks/cpu_operator_table.md is the CPU re-gate export's table (issue 15): the
     re-gate section counts, from the re-run verdicts, the results that still beat their bound."""
