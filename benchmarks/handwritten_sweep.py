@@ -216,7 +216,7 @@ def admitted_kernels(export: str) -> dict[str, tuple[str, dict]]:
     return kernels
 
 
-def _with_admitted(made: list[tuple[str, dict]], admitted: tuple[str, dict] | None) -> list[tuple]:
+def with_admitted(made: list[tuple[str, dict]], admitted: tuple[str, dict] | None) -> list[tuple]:
     """The (label, parameters, render) triples of `made`, then the admitted kernel as gated."""
     triples = [(label, p, render) for label, p in made]
     if admitted:
@@ -232,7 +232,7 @@ def _best_line(row: dict) -> str:
 
 
 def sweep_rows16(backend, case_id: str, passes: int, launches: int, admitted=None) -> tuple[dict, str]:
-    row = sweep_case(backend, case_id, passes, launches, _with_admitted(variants(parse_case(case_id)), admitted))
+    row = sweep_case(backend, case_id, passes, launches, with_admitted(variants(parse_case(case_id)), admitted))
     return row, _best_line(row)
 
 
@@ -272,7 +272,7 @@ def _sweep_planes(backend, case_id: str, passes: int, launches: int, admitted, m
     case = parse_case(case_id)
     kernels = [("rows16", {"nv": 1, "chunk": default_chunk(case, 1), "by": 8}, render), ("planes", {}, render_planes)]
     kernels += [(label, parameters, render_planes) for label, parameters in made]
-    row = sweep_case(backend, case_id, passes, launches, kernels + _with_admitted([], admitted))
+    row = sweep_case(backend, case_id, passes, launches, kernels + with_admitted([], admitted))
     return row, _best_line(row)
 
 
@@ -357,7 +357,7 @@ def sweep_beside_halide(backend, case_id: str, passes: int, launches: int, admit
 
     case = parse_case(case_id)
     halide = [] if unavailable(case_id) else [scheduled("halide", name) for name in schedule_family(case)[1]]
-    row = sweep_case(backend, case_id, passes, launches, _with_admitted(made(case), admitted), baselines=tuple(halide))
+    row = sweep_case(backend, case_id, passes, launches, with_admitted(made(case), admitted), baselines=tuple(halide))
     fastest = min((name for name in row["variants"] if name.startswith("halide[")), key=lambda n: row["variants"][n]["median_ms"],
                   default=None)
     versus = (f", {round(row['variants'][fastest]['median_ms'] / row['variants'][row['best']]['median_ms'], 3)}x {fastest}"
@@ -370,7 +370,7 @@ def sweep_changes(backend, case_id: str, passes: int, launches: int, march: bool
     case = parse_case(case_id)
     made = (tall_variants(case) if tall else rows_variants(case) if rows else stream_variants(case) if stream
             else lean_variants(case) if lean else change_variants(case, march))
-    row = sweep_case(backend, case_id, passes, launches, _with_admitted(made, admitted))
+    row = sweep_case(backend, case_id, passes, launches, with_admitted(made, admitted))
     return row, f"{_best_line(row)}, {row['variants'].get(row['best'], {}).get('x_straightforward')}x straightforward"
 
 

@@ -101,6 +101,7 @@ struct Fiber {
     char* shared = nullptr;  /* its block's dynamic shared memory */
     FiberBarrier* warp = nullptr;
     double* slots = nullptr;
+    unsigned long long* fragments = nullptr;  /* its warp's tensor-core deposits */
     std::vector<PendingCopy> pending;
     int committed = 0;
     bool done = false;
@@ -206,6 +207,51 @@ inline void bulk_copy(void* dst, const void* src, unsigned bytes, mbar_t* b)
     bar_complete(b);
 }
 inline void __syncwarp(unsigned = 0xffffffffu) { warp_barrier->arrive_and_wait(); }
+/* Tensor-core fragments (`tcq`, forge/handwritten_tensor.py): ldmatrix and mma.sync m16n8k16 (f16 x f16 + f32) as
+   warp-collective operations with the PTX ISA's fragment layouts: each lane deposits its row address or its
+   registers, the warp meets, each lane assembles its own results (products summed in double, rounded to f32 once),
+   and the warp meets again before the deposits are reused. */
+#define EMULATED_MMA
+#define warp_fragments (fiber->fragments)  /* 8 words a lane */
+inline unsigned half_bits(__half h) { unsigned short s; std::memcpy(&s, &h, 2); return s; }
+inline double half_value(unsigned bits) { const unsigned short s = (unsigned short)bits; __half h; std::memcpy(&h, &s, 2); return (double)h; }
+template <int MATRICES> inline void load_matrices(unsigned* r, const __half* row)
+{
+    warp_fragments[lane_of_thread * 8] = reinterpret_cast<unsigned long long>(row);
+    warp_barrier->arrive_and_wait();
+    for (int m = 0; m < MATRICES; ++m) {  /* row lane / 4 of matrix m, whose rows lanes 8m .. 8m + 7 gave */
+        const __half* at = reinterpret_cast<const __half*>(warp_fragments[(m * 8 + lane_of_thread / 4) * 8]) + 2 * (lane_of_thread % 4);
+        r[m] = half_bits(at[0]) | half_bits(at[1]) << 16;
+    }
+    warp_barrier->arrive_and_wait();
+}
+inline void ldsm_x4(unsigned* r, const __half* row) { load_matrices<4>(r, row); }
+inline void ldsm_x2(unsigned* r, const __half* row) { load_matrices<2>(r, row); }
+inline void mma16816(float* d, const unsigned* a, const unsigned* b)
+{
+    unsigned long long* mine = warp_fragments + lane_of_thread * 8;
+    for (int i = 0; i < 4; ++i) mine[i] = a[i];
+    mine[4] = b[0];
+    mine[5] = b[1];
+    warp_barrier->arrive_and_wait();
+    auto A = [](int row, int k) {  /* lane (row % 8, k % 8 / 2), register (row >= 8) + 2 (k >= 8), half k % 2 */
+        const unsigned reg = (unsigned)warp_fragments[((row % 8) * 4 + k % 8 / 2) * 8 + (row >= 8) + 2 * (k >= 8)];
+        return half_value(k % 2 ? reg >> 16 : reg);
+    };
+    auto B = [](int k, int n) {  /* lane (n, k % 8 / 2), register 4 + (k >= 8), half k % 2 */
+        const unsigned reg = (unsigned)warp_fragments[(n * 4 + k % 8 / 2) * 8 + 4 + (k >= 8)];
+        return half_value(k % 2 ? reg >> 16 : reg);
+    };
+    const int g = lane_of_thread / 4, q = lane_of_thread % 4;
+    float out[4];
+    for (int e = 0; e < 4; ++e) {  /* d[e]: row g + 8 (e / 2), column 2q + e % 2 */
+        double sum = d[e];
+        for (int k = 0; k < 16; ++k) sum += A(g + 8 * (e / 2), k) * B(k, 2 * q + e % 2);
+        out[e] = (float)sum;
+    }
+    warp_barrier->arrive_and_wait();
+    for (int e = 0; e < 4; ++e) d[e] = out[e];
+}
 /* Another block's mbarriers (`cpipe` with `signal`): an arrival lands on that block's barrier itself, and a
    wait at cluster scope is a wait. */
 typedef mbar_t* remote_bar_t;
@@ -250,6 +296,7 @@ extern "C" int emulate(int gx, int gy, int gz, int bx, int by, int bz, const voi
             for (int w = 0; w < block_warps; ++w) warp_barriers.emplace_back(new FiberBarrier(std::min(32, count - 32 * w)));
         }
         std::vector<double> slots(32 * warps);
+        std::vector<unsigned long long> fragments(32 * 8 * warps);
         std::vector<Fiber> fibers(threads);
         for (int b = 0; b < blocks; ++b)
         for (int tz = 0; tz < bz; ++tz) for (int ty = 0; ty < by; ++ty) for (int tx = 0; tx < bx; ++tx) {
@@ -263,6 +310,7 @@ extern "C" int emulate(int gx, int gy, int gz, int bx, int by, int bz, const voi
             f.lane = linear % 32;
             f.warp = warp_barriers[warp].get();
             f.slots = slots.data() + warp * 32;
+            f.fragments = fragments.data() + warp * 32 * 8;
             getcontext(&f.context);
             f.context.uc_stack.ss_sp = stacks.get() + STACK * index;
             f.context.uc_stack.ss_size = STACK;

@@ -21,13 +21,16 @@ from .test_handwritten import judged
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ to emulate CUDA kernels on the CPU")
 
 
-@pytest.mark.parametrize("case_id, width, height, cluster, chunk, shuffle", [
+SHAPES = [  # (case, width, height, cluster, chunk, shuffle); tests/forge/test_handwritten_gpu.py runs them too
     ("diamond_ts8/26x37x40/f32", 24, 8, 4, 4, False),  # blocks of 8 rows, shorter than the 2T = 16 of the y halo
     ("diamond_ts8/26x37x40/f32", 32, 8, 4, 4, True),   # x neighbours by shuffles (8 lanes a row)
     ("diamond_ts4/21x30x44/f32", 16, 6, 3, 5, False),  # 3 blocks a cluster; the grid holds a cluster beyond the rows
     ("diamond_ts4/21x30x44/f32", 16, 8, 2, 5, True),
     ("diamond_ts4/12x20x136/f32", 128, 4, 4, 3, True),  # 32 lanes a row: each warp one row, as 128 x 16 on the H200
-])
+]
+
+
+@pytest.mark.parametrize("case_id, width, height, cluster, chunk, shuffle", SHAPES)
 @pytest.mark.parametrize("exchange", ["push", "pull", "signal"])
 def test_the_cluster_pipeline_is_correct_on_both_paths(case_id, width, height, cluster, chunk, shuffle, exchange):
     case = parse_case(case_id)

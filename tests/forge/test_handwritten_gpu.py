@@ -1,0 +1,50 @@
+"""Session 37's designs on a real GPU (marker `gpu`: `bash scripts/gpu_tests.sh tests/forge` on the device machine).
+The emulation (tests/forge/cuda_emulation.py) runs their logic; what it cannot check is the hardware's side: that
+`mbarrier.arrive.release.cluster` on another block's barrier and `try_wait.acquire.cluster` order the pushed rows
+(cpipe's `signal`), and that `ldmatrix` and `mma.sync` lay out fragments as the emulation does (`tcq`). Each kernel
+runs on the shapes its emulation tests use and on one of the matrix's, checked against the oracle: the
+tolerance, nothing written outside the region, the inputs untouched."""
+from __future__ import annotations
+
+import pytest
+
+from forge.handwritten_cluster import render_cluster_pipe
+from forge.handwritten_tensor import render as render_tensor
+from measurement.backends.base import Kernel
+from measurement.harness.cases import parse_case
+from measurement.harness.codegen_cuda import straightforward_cuda, straightforward_cuda_launch
+from measurement.harness.oracle import FLOOR_FACTOR
+
+from . import test_handwritten_cluster as cluster, test_handwritten_tensor as tensor
+from .test_kernelgen import run_and_check
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(scope="module")
+def cuda_backend():
+    from measurement.backends import get_backend
+
+    return get_backend("cuda")
+
+
+@pytest.mark.parametrize("case_id, width, height, cluster, chunk, shuffle", cluster.SHAPES + [
+    ("diamond_ts8/128x128x128/f32", 64, 32, 2, 64, True),
+    ("diamond_ts8/128x128x128/f32", 128, 16, 8, 64, True),
+])
+def test_the_signalled_cluster_pipeline_is_correct_on_the_gpu(cuda_backend, case_id, width, height, cluster, chunk, shuffle):
+    case = parse_case(case_id)
+    source, launch, _ = render_cluster_pipe(case, width, height, cluster, chunk, shuffle=shuffle, exchange="signal")
+    run_and_check(cuda_backend, case, Kernel(source, launch))
+
+
+@pytest.mark.parametrize("case_id, warps_x, warps_y, chunk, stages, direct", tensor.SHAPES + [
+    ("box_2/64x128x256/f16", 4, 2, 32, 4, None),
+    ("star_4/64x128x256/f16", 4, 4, 32, 3, None),
+])
+def test_the_tensor_core_queue_is_correct_on_the_gpu(cuda_backend, case_id, warps_x, warps_y, chunk, stages, direct):
+    case = parse_case(case_id)
+    source, launch, _ = render_tensor(case, warps_x, warps_y, chunk, stages, direct)
+    error = run_and_check(cuda_backend, case, Kernel(source, launch))
+    floor = run_and_check(cuda_backend, case, Kernel(straightforward_cuda(case), straightforward_cuda_launch(case)))
+    assert error <= FLOOR_FACTOR[case.precision] * floor, (error, floor)
