@@ -13,7 +13,8 @@ straightforward kernel's is reported, not timed; the gate does the real checks.
 On the device machine (docs/gpu.md):
 
     source scripts/device_env.sh && python3 benchmarks/tensor_sweep.py --admitted /tmp/prev.jsonl \\
-        --cases star_4/512x512x512/f16,box_1/512x512x512/f16,box_2/512x512x512/f16,star_1/512x512x512/f16 \\
+        --cases star_4/512x512x512/f16,box_1/512x512x512/f16,box_2/512x512x512/f16,star_1/512x512x512/f16,\\
+               star_1/64x1024x1024/f16,varcoef_star_1/512x512x512/f16 \\
         --out $OUT/tensor_sweep_h200.json
 """
 from __future__ import annotations
@@ -70,7 +71,7 @@ def sweep_tensor(backend, case_id: str, passes: int, launches: int, admitted=Non
 
 
 def main() -> int:
-    return sweep_main(__doc__.splitlines()[0], "comma-separated case ids: box_1, box_2, star_R (3D, f16)", sweep_tensor,
+    return sweep_main(__doc__.splitlines()[0], "comma-separated case ids: box_1, box_2, star_R, varcoef_star_1 (3D, f16)", sweep_tensor,
                       {"tensor": sweep_tensor})
 
 

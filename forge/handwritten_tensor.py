@@ -1,4 +1,4 @@
-"""`tcq`: box_R and star_R in f16 with each input plane's in-plane products on the tensor cores
+"""`tcq`: box_R, star_R and varcoef_star_1 in f16 with each input plane's in-plane products on the tensor cores
 (`mma.sync` m16n8k16, f16 inputs, f32 accumulation: the bound's precision class), the z direction
 through a queue of partial output planes as in the plane-queue kernels (issue 16).
 
@@ -54,9 +54,9 @@ HALO = 4  # tile columns each side of the output tile: a 16-column window around
 
 def check_case(case: Case) -> None:
     stencil = case.stencil
-    if (case.precision != "f16" or stencil.dims != 3 or stencil.time_steps != 1 or stencil.variable_coefficient
+    if (case.precision != "f16" or stencil.dims != 3 or stencil.time_steps != 1
             or stencil.family not in ("box", "star") or stencil.radius > (2 if stencil.family == "box" else HALO)):
-        raise ValueError(f"{case.id}: tcq is for 3D box_R (R <= 2) and star_R (R <= {HALO}) in f16")
+        raise ValueError(f"{case.id}: tcq is for 3D box_R (R <= 2), star_R (R <= {HALO}) and varcoef_star_1 in f16")
 
 
 def matrices(case: Case) -> dict[tuple[int, int], list[int]]:
@@ -133,7 +133,7 @@ def render(case: Case, warps_x: int = 4, warps_y: int = 2, chunk: int | None = N
         MIN_BLOCKS=max(1, 16 // (warps_x * warps_y)),  # 16 warps an SM at least: at most 128 registers a thread
         HELPERS=_HELPERS, CLASSES=", ".join("{" + ", ".join(map(str, classes)) + "}" for classes in found.values()),
         PRODUCTS="\n".join(products), ACC=_ACC if scratch else "", ZERO=_ZERO if scratch else "",
-        SPREAD=_SPREAD if scratch else "")
+        SPREAD=_SPREAD if scratch else "", **(_VARIABLE if case.stencil.variable_coefficient else _CONSTANT))
     # The tile's x origin is 4 columns left of a 16-byte boundary so that its copies are whole 16-byte cells: block bx
     # owns outputs 16 WX bx - 4 .., so the grid needs a block more than nx / (16 WX) where that does not reach nx - R.
     launch = {"block": [32 * warps_x * warps_y, 1, 1], "tile": [16 * warps_x - HALO, 16 * warps_y, chunk],
@@ -189,6 +189,11 @@ __device__ __forceinline__ unsigned half_pair(float low, float high)
     return bits;
 }
 """
+# varcoef_star_1: the sum times the point's own coefficient a, in f32, before the one rounding to a half (as the bound)
+_VARIABLE = {"WEIGH_PAIR": "                        const float2 w = __half22float2(*reinterpret_cast<const __half2*>(a + (at - y)));\n",
+             "BY_LOW": " * w.x", "BY_HIGH": " * w.y", "BY_FIRST": " * __half2float(a[at - y])",
+             "BY_SECOND": " * __half2float(a[at - y + 1])"}
+_CONSTANT = dict.fromkeys(_VARIABLE, "")
 _ACC = "    float acc[R][2][4];  /* |dz| = 1 .. R: this plane's products, added to outputs p -+ |dz| */\n"
 _ZERO = """#pragma unroll
         for (int d = 0; d < R; ++d)
@@ -230,7 +235,7 @@ stencil(const elem_t* __restrict__ u, const elem_t* __restrict__ a, elem_t* __re
     if (x0 >= nx - R || y0 >= ny - R || zb >= ze) return;  /* the whole block, before any barrier */
     const long sk = (long)nx * ny;
     const bool vec = nx % 8 == 0 && (unsigned long long)u % 16 == 0;
-    const bool pairs = nx % 2 == 0 && (unsigned long long)y % 4 == 0;
+    const bool pairs = nx % 2 == 0 && ((unsigned long long)y | (unsigned long long)a) % 4 == 0;
 
     /* B fragments: lane (g, q) holds B[2q, 2q + 1][g] and B[2q + 8, 2q + 9][g], B[j][i] the weight of dx = j - 4 - i */
     const int g = lane / 4, q = lane % 4;
@@ -321,12 +326,12 @@ $SPREAD        float (&done)[2][4] = qz[ph % N];  /* output p - R: all its terms
                     elem_t* at = rows[h] + plane + 8 * c;
                     const float low = done[c][2 * h], high = done[c][2 * h + 1];
                     if (inside) {
-                        *reinterpret_cast<__half2*>(at) = __floats2half2_rn(low, high);
+$WEIGH_PAIR                        *reinterpret_cast<__half2*>(at) = __floats2half2_rn(low$BY_LOW, high$BY_HIGH);
                     } else {
                         const int gy = first_y + 8 * h, gx = first_x + 8 * c;
                         if (gy < R || gy >= ny - R) continue;
-                        if (gx >= R && gx < nx - R) at[0] = __float2half(low);
-                        if (gx + 1 >= R && gx + 1 < nx - R) at[1] = __float2half(high);
+                        if (gx >= R && gx < nx - R) at[0] = __float2half(low$BY_FIRST);
+                        if (gx + 1 >= R && gx + 1 < nx - R) at[1] = __float2half(high$BY_SECOND);
                     }
                 }
         }
