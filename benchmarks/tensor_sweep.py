@@ -14,7 +14,7 @@ On the device machine (docs/gpu.md):
 
     source scripts/device_env.sh && python3 benchmarks/tensor_sweep.py --admitted /tmp/prev.jsonl \\
         --cases star_4/512x512x512/f16,box_1/512x512x512/f16,box_2/512x512x512/f16,star_1/512x512x512/f16,\\
-               star_1/64x1024x1024/f16,varcoef_star_1/512x512x512/f16 \\
+               star_1/64x1024x1024/f16,varcoef_star_1/512x512x512/f16,box2d_1/8192x8192/f16,star2d_1/16384x16384/f16 \\
         --out $OUT/tensor_sweep_h200.json
 """
 from __future__ import annotations
@@ -36,12 +36,14 @@ BLOCKS = ((4, 2), (8, 1), (2, 4), (4, 4), (8, 2))
 
 def variants(case, chunks: dict[tuple[int, int], list[int]] | None = None) -> list[tuple[str, dict]]:
     """(label, render parameters) of every block shape at 3 and 4 planes, at the chunks `chunks` gives a block shape
-    (default: its `default_chunk`); for box_2 also `direct`."""
+    (default: its `default_chunk`); for box_2 also `direct`. A 2-D case: one plane a block, so one buffer, and also
+    blocks of 32 warps."""
     made = []
-    directs = (None, True) if case.stencil.family == "box" and case.stencil.radius == 2 else (None,)
-    for wx, wy in BLOCKS:
+    directs = (None, True) if case.stencil.family == "box" and case.stencil.radius == 2 and case.stencil.dims == 3 else (None,)
+    flat = case.stencil.dims == 2  # one plane a block: one buffer, no chunk to vary
+    for wx, wy in BLOCKS + ((8, 4), (4, 8)) if flat else BLOCKS:
         for chunk in (chunks or {}).get((wx, wy), [default_chunk(case, wx, wy)]):
-            for stages in (3, 4):
+            for stages in (2,) if flat else (3, 4):
                 for direct in directs:
                     made.append((f"tcq {wx}x{wy} L{chunk} nb{stages}{' direct' if direct else ''}",
                                  {"warps_x": wx, "warps_y": wy, "chunk": chunk, "stages": stages, "direct": direct}))
@@ -56,7 +58,7 @@ def sweep_tensor(backend, case_id: str, passes: int, launches: int, admitted=Non
     best = row["best"]
     if best and best != "admitted":
         p = row["variants"][best]["parameters"]
-        lengths = [c for c in (p["chunk"] // 2, p["chunk"] * 2) if 4 <= c < case.shape[0]]
+        lengths = [c for c in (p["chunk"] // 2, p["chunk"] * 2) if 4 <= c < case.shape[0]] if case.stencil.dims == 3 else []
         more = [(label, q) for label, q in variants(case, {(p["warps_x"], p["warps_y"]): lengths})
                 if q["stages"] == p["stages"] and q["direct"] == p["direct"]]
         if more:
@@ -71,7 +73,7 @@ def sweep_tensor(backend, case_id: str, passes: int, launches: int, admitted=Non
 
 
 def main() -> int:
-    return sweep_main(__doc__.splitlines()[0], "comma-separated case ids: box_1, box_2, star_R, varcoef_star_1 (3D, f16)", sweep_tensor,
+    return sweep_main(__doc__.splitlines()[0], "comma-separated case ids: box_1, box_2, star_R, varcoef_star_1, box2d_1, star2d_1 (f16)", sweep_tensor,
                       {"tensor": sweep_tensor})
 
 

@@ -1,4 +1,4 @@
-"""`tcq`: box_R, star_R and varcoef_star_1 in f16 with each input plane's in-plane products on the tensor cores
+"""`tcq`: box_R, star_R, varcoef_star_1 and their 2-D kinds in f16 with each input plane's in-plane products on the tensor cores
 (`mma.sync` m16n8k16, f16 inputs, f32 accumulation: the bound's precision class), the z direction
 through a queue of partial output planes as in the plane-queue kernels (issue 16).
 
@@ -40,6 +40,9 @@ Precision: the weights are rounded to halves (a relative 2^-11 each), which the 
 at f32; the output is rounded to a half once, as the bound's. The emulation's errors against the
 straightforward kernel's (the gate's floor rule allows 5x) are in tests/forge/test_handwritten_tensor.py.
 
+2-D cases (star2d_R, box2d_R) are the same kernel with one plane and no queue (z radius 0): a block loads its tile,
+waits and computes it, and several blocks an SM overlap one another's loads.
+
 Odd shapes and unaligned arrays take per-half loads into the same tile and per-half stores.
 """
 from __future__ import annotations
@@ -54,9 +57,10 @@ HALO = 4  # tile columns each side of the output tile: a 16-column window around
 
 def check_case(case: Case) -> None:
     stencil = case.stencil
-    if (case.precision != "f16" or stencil.dims != 3 or stencil.time_steps != 1
-            or stencil.family not in ("box", "star") or stencil.radius > (2 if stencil.family == "box" else HALO)):
-        raise ValueError(f"{case.id}: tcq is for 3D box_R (R <= 2), star_R (R <= {HALO}) and varcoef_star_1 in f16")
+    if (case.precision != "f16" or stencil.time_steps != 1 or stencil.family not in ("box", "star")
+            or stencil.radius > (2 if stencil.family == "box" else HALO)):
+        raise ValueError(f"{case.id}: tcq is for box_R and box2d_R (R <= 2), star_R and star2d_R (R <= {HALO}) and "
+                         "varcoef_star_1 in f16")
 
 
 def matrices(case: Case) -> dict[tuple[int, int], list[int]]:
@@ -65,12 +69,18 @@ def matrices(case: Case) -> dict[tuple[int, int], list[int]]:
     r = case.stencil.radius
     found: dict[tuple[int, int], list[int]] = {}
     seen: dict[tuple[int, int, int], int] = {}
-    for (dz, dy, dx), k in zip(case.stencil.offsets, case.stencil.class_index):
+    for offset, k in zip(case.stencil.offsets, case.stencil.class_index):
+        dz, dy, dx = (0, *offset) if len(offset) == 2 else offset  # a 2-D case: one plane, dz = 0
         key = (abs(dz), abs(dy), abs(dx))
         if seen.setdefault(key, k) != k:
             raise ValueError(f"{case.id}: offsets {key} differ in class by sign; tcq needs symmetric weights")
         found.setdefault((abs(dz), abs(dy)), [-1] * (2 * r + 1))[dx + r] = k
     return dict(sorted(found.items()))
+
+
+def z_radius(case: Case) -> int:
+    """The queue's reach along z: R in 3-D; 0 in 2-D, where a block's one plane is its own output."""
+    return case.stencil.radius if case.stencil.dims == 3 else 0
 
 
 def shared_bytes(case: Case, warps_x: int, warps_y: int, stages: int) -> int:
@@ -79,7 +89,9 @@ def shared_bytes(case: Case, warps_x: int, warps_y: int, stages: int) -> int:
 
 def default_chunk(case: Case, warps_x: int, warps_y: int) -> int:
     """Output planes a block: the z halo's refill, (L + 2R) / L, against the last wave's idle SMs (two
-    blocks an SM assumed, 132 SMs), as `planes` chooses."""
+    blocks an SM assumed, 132 SMs), as `planes` chooses; 1 in 2-D."""
+    if case.stencil.dims == 2:
+        return 1
     nz, ny, nx = case.shape
     r = case.stencil.radius
     tiles = math.ceil(nx / (16 * warps_x)) * math.ceil(ny / (16 * warps_y))
@@ -104,8 +116,10 @@ def render(case: Case, warps_x: int = 4, warps_y: int = 2, chunk: int | None = N
         raise ValueError(f"stages {stages}, {warps_x} x {warps_y} warps: 2 to 8 buffers, at most 32 warps a block")
     if shared_bytes(case, warps_x, warps_y, stages) > 227 * 1024:
         raise ValueError(f"{shared_bytes(case, warps_x, warps_y, stages)} bytes of shared memory: at most 227 KiB")
-    r = case.stencil.radius
+    r, rz = case.stencil.radius, z_radius(case)
     chunk = chunk or default_chunk(case, warps_x, warps_y)
+    if rz == 0 and chunk != 1:
+        raise ValueError(f"{case.id}: a 2-D case has one plane: chunk 1")
     if direct is None:
         direct = case.stencil.family == "star" or r == 1
     found = matrices(case)
@@ -116,20 +130,20 @@ def render(case: Case, warps_x: int = 4, warps_y: int = 2, chunk: int | None = N
                  "            unsigned a[2][4];",
                  f"            ldsm_x4(a[0], tile + a_at + ({dy}) * PITCH);",
                  f"            ldsm_x4(a[1], tile + a_at + ({dy}) * PITCH + 8);"]
-        for kz in range(r + 1):
+        for kz in range(rz + 1):
             m = index.get((kz, abs(dy)))
             if m is None:
                 continue
-            slots = (["(ph + R) % N"] if kz == 0 else [f"(ph + R - {kz}) % N", f"(ph + R + {kz}) % N"] if direct else [])
+            slots = (["(ph + RZ) % N"] if kz == 0 else [f"(ph + RZ - {kz}) % N", f"(ph + RZ + {kz}) % N"] if direct else [])
             targets = [f"qz[{slot}]" for slot in slots] or [f"acc[{kz - 1}]"]
             for into in targets:
                 lines.append(f"            mma16816({into}[0], a[0], b[{m}]); mma16816({into}[1], a[1], b[{m}]);"
                              f"  /* |dz| = {kz}, |dy| = {abs(dy)} */")
                 mmas += 2
         products.append("\n".join(lines + ["        }"]))
-    scratch = r > 0 and not direct
+    scratch = rz > 0 and not direct
     source = _SOURCE.substitute(
-        case=case.id, R=r, WX=warps_x, WY=warps_y, L=chunk, NB=stages, THREADS=32 * warps_x * warps_y, M=len(found),
+        case=case.id, R=r, RZ=rz, WX=warps_x, WY=warps_y, L=chunk, NB=stages, THREADS=32 * warps_x * warps_y, M=len(found),
         MIN_BLOCKS=max(1, 16 // (warps_x * warps_y)),  # 16 warps an SM at least: at most 128 registers a thread
         HELPERS=_HELPERS, CLASSES=", ".join("{" + ", ".join(map(str, classes)) + "}" for classes in found.values()),
         PRODUCTS="\n".join(products), ACC=_ACC if scratch else "", ZERO=_ZERO if scratch else "",
@@ -138,10 +152,11 @@ def render(case: Case, warps_x: int = 4, warps_y: int = 2, chunk: int | None = N
     # owns outputs 16 WX bx - 4 .., so the grid needs a block more than nx / (16 WX) where that does not reach nx - R.
     launch = {"block": [32 * warps_x * warps_y, 1, 1], "tile": [16 * warps_x - HALO, 16 * warps_y, chunk],
               "shared_bytes": shared_bytes(case, warps_x, warps_y, stages)}
-    reads = (16 * warps_y + 2 * r) / (16 * warps_y) * (16 * warps_x + 2 * HALO) / (16 * warps_x) * (chunk + 2 * r) / chunk
+    reads = (16 * warps_y + 2 * r) / (16 * warps_y) * (16 * warps_x + 2 * HALO) / (16 * warps_x) * (chunk + 2 * rz) / chunk
     hypothesis = (f"{case.id}: the in-plane products on the tensor cores ({mmas} m16n8k16 a 16 x 16 warp tile and "
-                  f"plane, f16 weights, f32 accumulation) and the z arms through a queue of {2 * r + 1} partial planes; "
-                  f"{16 * warps_x} x {16 * warps_y} tiles, {chunk} planes a block, {stages} shared planes by 16-byte "
+                  f"plane, f16 weights, f32 accumulation)" + (f" and the z arms through a queue of {2 * rz + 1} partial planes; " if rz
+                                                         else ", one tile a block; ") +
+                  f"{16 * warps_x} x {16 * warps_y} tiles, {chunk} plane{'s' if chunk > 1 else ''} a block, {stages} shared planes by 16-byte "
                   f"cp.async ({reads:.2f}x the input read from L2): a few instructions a point where the f32 plane "
                   "queue issues 30-50 (issue-bound, docs/forge.md); expected over the fair f16 kernel and the admitted one.")
     return source, launch, hypothesis
@@ -194,22 +209,22 @@ _VARIABLE = {"WEIGH_PAIR": "                        const float2 w = __half22flo
              "BY_LOW": " * w.x", "BY_HIGH": " * w.y", "BY_FIRST": " * __half2float(a[at - y])",
              "BY_SECOND": " * __half2float(a[at - y + 1])"}
 _CONSTANT = dict.fromkeys(_VARIABLE, "")
-_ACC = "    float acc[R][2][4];  /* |dz| = 1 .. R: this plane's products, added to outputs p -+ |dz| */\n"
+_ACC = "    float acc[RZ][2][4];  /* |dz| = 1 .. RZ: this plane's products, added to outputs p -+ |dz| */\n"
 _ZERO = """#pragma unroll
-        for (int d = 0; d < R; ++d)
+        for (int d = 0; d < RZ; ++d)
 #pragma unroll
             for (int c = 0; c < 2; ++c)
 #pragma unroll
                 for (int e = 0; e < 4; ++e) acc[d][c][e] = 0.f;
 """
 _SPREAD = """#pragma unroll
-        for (int d = 1; d <= R; ++d)
+        for (int d = 1; d <= RZ; ++d)
 #pragma unroll
             for (int c = 0; c < 2; ++c)
 #pragma unroll
                 for (int e = 0; e < 4; ++e) {
-                    qz[(ph + R - d) % N][c][e] += acc[d - 1][c][e];
-                    qz[(ph + R + d) % N][c][e] += acc[d - 1][c][e];
+                    qz[(ph + RZ - d) % N][c][e] += acc[d - 1][c][e];
+                    qz[(ph + RZ + d) % N][c][e] += acc[d - 1][c][e];
                 }
 """
 
@@ -224,14 +239,15 @@ extern "C" __global__ void __launch_bounds__($THREADS, $MIN_BLOCKS)
 stencil(const elem_t* __restrict__ u, const elem_t* __restrict__ a, elem_t* __restrict__ y,
         const double* __restrict__ coef, int nz, int ny, int nx)
 {
-    constexpr int R = $R, WX = $WX, WY = $WY, L = $L, NB = $NB, M = $M, THREADS = $THREADS, N = 2 * R + 1;
+    constexpr int R = $R, RZ = $RZ, WX = $WX, WY = $WY, L = $L, NB = $NB, M = $M, THREADS = $THREADS, N = 2 * RZ + 1;
+    /* R: the in-plane radius; RZ: the z radius (0 for a 2-D case: one plane, its own output) */
     constexpr int TXO = 16 * WX, TYO = 16 * WY, PITCH = TXO + 8, ROWS = TYO + 2 * R;  /* tile column 0: x0 - 4 */
     constexpr int CELLS = ROWS * PITCH / 8, PER = (CELLS + THREADS - 1) / THREADS;  /* cells of eight halves */
     constexpr int CLS[M][2 * R + 1] = {$CLASSES};  /* each B matrix's class a dx, -1: no offset */
     extern __shared__ vec_t ring[];  /* [NB][ROWS][PITCH / 8]: input planes p .. p + NB - 1 */
     const int rank = threadIdx.x, lane = rank % 32, warp = rank / 32, wx = warp % WX, wy = warp / WX;
     const int x0 = blockIdx.x * TXO - 4, y0 = blockIdx.y * TYO;  /* outputs x0 .. x0 + TXO - 1: x0 - 4 is 16-byte aligned */
-    const int zb = R + blockIdx.z * L, ze = min(zb + L, nz - R);
+    const int zb = RZ + blockIdx.z * L, ze = min(zb + L, nz - RZ);
     if (x0 >= nx - R || y0 >= ny - R || zb >= ze) return;  /* the whole block, before any barrier */
     const long sk = (long)nx * ny;
     const bool vec = nx % 8 == 0 && (unsigned long long)u % 16 == 0;
@@ -279,10 +295,10 @@ stencil(const elem_t* __restrict__ u, const elem_t* __restrict__ a, elem_t* __re
             }
         }
     };
-    const int planes = ze - zb + 2 * R;  /* input planes zb - R .. ze + R - 1 */
+    const int planes = ze - zb + 2 * RZ;  /* input planes zb - RZ .. ze + RZ - 1 */
 #pragma unroll
     for (int s = 0; s < NB - 1; ++s) {
-        if (s < planes) copy_plane(zb - R + s, s);
+        if (s < planes) copy_plane(zb - RZ + s, s);
         commit_async();  /* one group a plane, empty or not, so the wait below counts planes */
     }
 
@@ -302,7 +318,7 @@ $ACC    /* this lane's outputs: rows g and g + 8 of the warp's tile, columns 2q,
        16-31 the same rows 8 columns on */
     const int a_at = (16 * wy + R + (lane >> 3 & 1) * 8 + (lane & 7)) * PITCH + 16 * wx + (lane >> 4) * 8;
     int read = 0, fill = NB - 1;  /* buffers of plane p and of plane p + NB - 1 */
-    /* The queue's slot of output p - R + s is qz[(ph + s) % N] at phase ph of N planes unrolled: a slot keeps its
+    /* The queue's slot of output p - RZ + s is qz[(ph + s) % N] at phase ph of N planes unrolled: a slot keeps its
        registers while the outputs move through it (no shifting). */
     for (int i0 = 0; i0 < planes; i0 += N) {
 #pragma unroll
@@ -311,14 +327,14 @@ $ACC    /* this lane's outputs: rows g and g + 8 of the warp's tile, columns 2q,
     if (i < planes) {  /* the same for the whole block: the barrier below is reached by all or none */
         wait_async<NB - 2>();  /* this thread's copies of plane p have landed */
         __syncthreads();       /* everyone's have, and everyone is done with plane p - 1's buffer */
-        if (i + NB - 1 < planes) copy_plane(zb - R + i + NB - 1, fill);
+        if (i + NB - 1 < planes) copy_plane(zb - RZ + i + NB - 1, fill);
         commit_async();
-        const int p = zb - R + i;
+        const int p = zb - RZ + i;
         const elem_t* tile = reinterpret_cast<const elem_t*>(ring + read * CELLS);
 $ZERO$PRODUCTS
-$SPREAD        float (&done)[2][4] = qz[ph % N];  /* output p - R: all its terms are in */
-        if (p - R >= zb) {  /* rows g and g + 8, columns 2q, 2q + 1 of each group of 8 */
-            const long plane = (long)(p - R) * sk;
+$SPREAD        float (&done)[2][4] = qz[ph % N];  /* output p - RZ: all its terms are in */
+        if (p - RZ >= zb) {  /* rows g and g + 8, columns 2q, 2q + 1 of each group of 8 */
+            const long plane = (long)(p - RZ) * sk;
 #pragma unroll
             for (int c = 0; c < 2; ++c)
 #pragma unroll
@@ -338,7 +354,7 @@ $WEIGH_PAIR                        *reinterpret_cast<__half2*>(at) = __floats2ha
 #pragma unroll
         for (int c = 0; c < 2; ++c)
 #pragma unroll
-            for (int e = 0; e < 4; ++e) done[c][e] = 0.f;  /* now the slot of output p + R + 1 */
+            for (int e = 0; e < 4; ++e) done[c][e] = 0.f;  /* now the slot of output p + RZ + 1 */
         read = read + 1 == NB ? 0 : read + 1;
         fill = fill + 1 == NB ? 0 : fill + 1;
     }

@@ -41,6 +41,7 @@ def test_the_signalled_cluster_pipeline_is_correct_on_the_gpu(cuda_backend, case
 @pytest.mark.parametrize("case_id, warps_x, warps_y, chunk, stages, direct", tensor.SHAPES + [
     ("box_2/64x128x256/f16", 4, 2, 32, 4, None),
     ("star_4/64x128x256/f16", 4, 4, 32, 3, None),
+    ("box2d_1/512x1024/f16", 8, 2, 1, 2, None),
 ])
 def test_the_tensor_core_queue_is_correct_on_the_gpu(cuda_backend, case_id, warps_x, warps_y, chunk, stages, direct):
     case = parse_case(case_id)

@@ -1,4 +1,4 @@
-"""`tcq` (forge/handwritten_tensor.py) is correct before device time is spent on it: run on the CPU by
+"""`tcq` (forge/handwritten_tensor.py) is correct before device time is spent on it, in 3-D and 2-D: run on the CPU by
 tests/forge/cuda_emulation.py, whose ldmatrix and m16n8k16 follow the PTX ISA's fragment layouts, on shapes that
 take the 16-byte copies (nx a multiple of 8) and shapes that do not, aligned and not, judged like the gate's checks:
 within the f16 tolerance and within the floor rule's 5x of the straightforward kernel's own error (its weights are
@@ -32,6 +32,8 @@ SHAPES = [  # (case, warps_x, warps_y, chunk, stages, direct); tests/forge/test_
     ("star_1/9x40x128/f16", 8, 1, 5, 4, None),
     ("varcoef_star_1/9x40x64/f16", 2, 2, 5, 3, None),  # each output times its own coefficient before the rounding
     ("varcoef_star_1/9x21x50/f16", 2, 1, 5, 3, None),
+    ("box2d_1/100x136/f16", 4, 2, 1, 2, None),  # 2-D: one plane a block, no queue
+    ("star2d_1/70x45/f16", 2, 1, 1, 2, None),
 ]
 
 
@@ -56,7 +58,7 @@ def test_weights_rounded_to_halves_cost_less_than_twice_the_straightforward_erro
 @pytest.mark.parametrize("old, new", [
     ("2 * q - 4 - g", "2 * q - 3 - g"),  # B shifted a column: every product weighs the wrong neighbour
     ("tile + a_at + (1) * PITCH + 8);", "tile + a_at + (1) * PITCH + 16);"),  # the second group's window 8 columns off
-    ("qz[(ph + R + 1) % N][0]", "qz[(ph + R) % N][0]"),  # dz = -1's products into output p instead of p + 1
+    ("qz[(ph + RZ + 1) % N][0]", "qz[(ph + RZ) % N][0]"),  # dz = -1's products into output p instead of p + 1
     ("wait_async<NB - 2>();", "wait_async<NB - 1>();"),  # plane p read before its copies land
 ])
 def test_a_wrong_fragment_window_slot_or_wait_is_caught(old, new):
@@ -76,10 +78,12 @@ def test_the_matrices_a_plane_multiplies_by():
 
 
 def test_cases_and_parameters_outside_the_design_are_refused_with_the_reason():
-    for case_id in ("box_1/64x64x64/f32", "box_4/64x64x64/f16", "star2d_1/256x256/f16", "diamond_ts4/64x64x64/f16"):
+    for case_id in ("box_1/64x64x64/f32", "box_4/64x64x64/f16", "star2d_1/256x256/f32", "diamond_ts4/64x64x64/f16"):
         with pytest.raises(ValueError, match="tcq is for"):
             check_case(parse_case(case_id))
     with pytest.raises(ValueError, match="at most 32 warps"):
         render(parse_case("box_1/64x64x64/f16"), 8, 8)
+    with pytest.raises(ValueError, match="one plane: chunk 1"):
+        render(parse_case("box2d_1/256x256/f16"), 4, 2, chunk=4)
     with pytest.raises(ValueError, match="2 to 8 buffers"):
         render(parse_case("box_1/64x64x64/f16"), 4, 2, stages=9)
