@@ -17,7 +17,8 @@ prefetched at the default tile (docs/forge.md: one plane ahead lacked bytes in f
 instead, beside the case's admitted kernel and the composed bounds the gate would time from that export (T launches
 of the admitted star_1 kernel; for T = 8 also two of the admitted diamond_ts4 kernel); `--family cluster_pull`
 its first design (edge rows loaded from the other block), `--family cluster_signal` session 37's (edge rows pushed
-into the other block's ring on mbarriers, no cluster barrier an iteration).
+into the other block's ring on mbarriers, no cluster barrier an iteration); `--family pair` the pipe variants as is
+and marching two iterations a body (session 37), beside the same admitted kernels and composed bounds.
 
 On the device machine (docs/gpu.md):
 
@@ -109,13 +110,14 @@ def composed_row(backend, case) -> tuple:
     return part_row(backend, single, f"composed(rows16 star_1 x{t})", (source, launch), t)
 
 
-def cluster_variants(case, exchange: str = "push") -> list[tuple[str, dict, object]]:
+def cluster_variants(case, exchange: str = "push", pairs: tuple[bool, ...] = (False,)) -> list[tuple[str, dict, object]]:
     """pipe as the campaigns offer it (64 x 32 with shuffles), then `cpipe` (forge/handwritten_cluster.py) in
     clusters of 2, 4 and 8 blocks at 64, 128 and 256 planes a cluster, the edge rows exchanged by `exchange`:
     pushed into the next block's halo rows (`--family cluster`, blocks of 64 x 16 and 64 x 32), pulled from the
     other block (`--family cluster_pull`, 64 x 16, 24 and 32: session 36's first sweep), or pushed into its ring on
     mbarriers under the block's own barrier (`--family cluster_signal`, also 128 x 16: 32 lanes a row, so an 8-block
-    cluster repeats 1.31x the work its outputs need, where 64 wide never gets below 1.52x)."""
+    cluster repeats 1.31x the work its outputs need, where 64 wide never gets below 1.52x; each as is and with
+    `pair`, at 128 and 256 planes)."""
     width, height, chunk = default_parameters(case)
     shuffle = shuffles_fit(width // 4, height)
     made = [(f"pipe {width}x{height} L{chunk}{' shuffle' if shuffle else ''}",
@@ -125,19 +127,33 @@ def cluster_variants(case, exchange: str = "push") -> list[tuple[str, dict, obje
              "signal": [(64, 16), (64, 32), (128, 16)]}[exchange]
     for cols, rows in tiles:
         for cluster in (2, 4, 8):
-            for planes in (64, 128, 256):
-                params = {"width": cols, "height": rows, "cluster": cluster, "chunk": planes, "exchange": exchange}
-                try:
-                    check_cluster(case, cols, rows, cluster, planes, exchange)
-                except ValueError:
-                    continue
-                made.append((f"{label} {cols}x{rows} C{cluster} L{planes}", params, render_cluster_pipe))
+            for planes in (64, 128, 256) if pairs == (False,) else (128, 256):
+                for pair in pairs:
+                    params = {"width": cols, "height": rows, "cluster": cluster, "chunk": planes, "exchange": exchange,
+                              "pair": pair}
+                    try:
+                        check_cluster(case, cols, rows, cluster, planes, exchange)
+                    except ValueError:
+                        continue
+                    made.append((f"{label} {cols}x{rows} C{cluster} L{planes}{' pair' if pair else ''}", params,
+                                 render_cluster_pipe))
     return made
 
 
-def sweep_cluster(backend, case_id: str, passes: int, launches: int, admitted=None, exchange: str = "push") -> tuple[dict, str]:
-    """`cluster_variants` beside the case's admitted kernel and the composed bounds the gate would time: T
-    launches of the admitted star_1 kernel and, for T = 8, two of the admitted diamond_ts4 kernel."""
+def pair_variants(case) -> list[tuple[str, dict, object]]:
+    """`pipe_variants` for T > 1 but `pipe_rows` and the three-blocks change, each as is and with `pair` (the march two
+    iterations a body, forge/handwritten_temporal.py `_variant`)."""
+    made = []
+    for label, params, renderer in pipe_variants(case):
+        if renderer is not render_pipe or params.get("min_blocks", 1) > 1:
+            continue
+        made += [(label, params, renderer), (f"{label} pair", {**params, "pair": True}, renderer)]
+    return made
+
+
+def sweep_bound(backend, case_id: str, passes: int, launches: int, admitted, made) -> tuple[dict, str]:
+    """`made` beside the case's admitted kernel and the composed bounds the gate would time: T launches of the
+    admitted star_1 kernel and, for T = 8, two of the admitted diamond_ts4 kernel."""
     case = parse_case(case_id)
     t, shape = case.stencil.time_steps, "x".join(map(str, case.shape))
     parts = [(f"star_1/{shape}/f32", t)] + ([(f"diamond_ts4/{shape}/f32", 2)] if t == 8 else [])
@@ -145,7 +161,7 @@ def sweep_cluster(backend, case_id: str, passes: int, launches: int, admitted=No
     extra = [part_row(backend, part, f"composed({part.split('/')[0]} admitted x{times})", admitted[part], times)
              for part, times in parts if part in admitted]
     own = admitted.get(case_id)
-    made = cluster_variants(case, exchange) + ([("admitted", {}, lambda _c, **_: (own[0], own[1], ""))] if own else [])
+    made = made + ([("admitted", {}, lambda _c, **_: (own[0], own[1], ""))] if own else [])
     row = sweep_case(backend, case_id, passes, launches, made, extra)
     bound = min(statistics.median(row["variants"][name]["samples_ms"]) for name, *_ in extra) if extra else None
     for variant in row["variants"].values():
@@ -155,15 +171,25 @@ def sweep_cluster(backend, case_id: str, passes: int, launches: int, admitted=No
                  f"rejected {sorted(row['rejected'])}")
 
 
+def sweep_cluster(backend, case_id: str, passes: int, launches: int, admitted=None) -> tuple[dict, str]:
+    return sweep_bound(backend, case_id, passes, launches, admitted, cluster_variants(parse_case(case_id), "push"))
+
+
 def sweep_cluster_pull(backend, case_id: str, passes: int, launches: int, admitted=None) -> tuple[dict, str]:
-    return sweep_cluster(backend, case_id, passes, launches, admitted, exchange="pull")
+    return sweep_bound(backend, case_id, passes, launches, admitted, cluster_variants(parse_case(case_id), "pull"))
 
 
 def sweep_cluster_signal(backend, case_id: str, passes: int, launches: int, admitted=None) -> tuple[dict, str]:
-    return sweep_cluster(backend, case_id, passes, launches, admitted, exchange="signal")
+    return sweep_bound(backend, case_id, passes, launches, admitted,
+                       cluster_variants(parse_case(case_id), "signal", (False, True)))
 
 
-sweep_cluster.wants_every_admitted = sweep_cluster_pull.wants_every_admitted = sweep_cluster_signal.wants_every_admitted = True
+def sweep_pair(backend, case_id: str, passes: int, launches: int, admitted=None) -> tuple[dict, str]:
+    return sweep_bound(backend, case_id, passes, launches, admitted, pair_variants(parse_case(case_id)))
+
+
+for _family in (sweep_cluster, sweep_cluster_pull, sweep_cluster_signal, sweep_pair):
+    _family.wants_every_admitted = True
 
 
 def sweep_pipe(backend, case_id: str, passes: int, launches: int) -> tuple[dict, str]:
@@ -182,7 +208,7 @@ def sweep_pipe(backend, case_id: str, passes: int, launches: int) -> tuple[dict,
 def main() -> int:
     return sweep_main(__doc__.splitlines()[0], "comma-separated case ids: diamond_tsT f32, star_1 or varcoef_star_1 in "
                       "f16 or f32", sweep_pipe, {"cluster": sweep_cluster, "cluster_pull": sweep_cluster_pull,
-                                                        "cluster_signal": sweep_cluster_signal})
+                                                        "cluster_signal": sweep_cluster_signal, "pair": sweep_pair})
 
 
 if __name__ == "__main__":

@@ -144,16 +144,18 @@ _SIGNAL_DECLARATIONS = (
     "        planes[at + ty * TX + tx] = f;\n"
     "        if (from_above || from_below) {{ far[(s * 3 + b) * 2 * TX] = f; bar_arrive_remote(far_full, s * 3 + b); }}\n"
     "    }};")
+_PHASE_LINE = "        const int wb = k & 1, rb = wb ^ 1;\n"  # pipe's; with `pair` the body's last constant instead
+_PAIRED_PHASE_LINE = "        constexpr bool steady = decltype(primed)::value;  /* every step's plane lies in the chunk */\n"
 _SIGNAL_EDITS = [
-    ("        const int wb = k & 1, rb = wb ^ 1;\n",
-     "        const int wb = k & 1, rb = wb ^ 1;\n"
+    (_PHASE_LINE,
+     _PHASE_LINE +
      "        const int it = k - (zb - T), bw = it % 3, bp = (it + 2) % 3;  /* the ring buffer pushed now, and last iteration's */\n"
      "        const unsigned seen = (unsigned)((it - 1) / 3) & 1u;  /* the parity of bp's phase that last iteration completes */\n"),
     ("        planes[(0 * 2 + wb) * PLANE + ty * TX + tx] = make_float4(nw[0], nw[1], nw[2], nw[3]);\n",
      "        put(0, (0 * 2 + wb) * PLANE, bw, nw);\n"),
-    ("            if (k - (zb - T) >= 2 * s) {{",
-     "            if ((from_above || from_below) && it > 0) bar_wait_cluster(full + (s - 1) * 3 + bp, seen);\n"
-     "            if (k - (zb - T) >= 2 * s) {{"),
+    ("            float out[V] = {{0.f, 0.f, 0.f, 0.f}};\n",
+     "            float out[V] = {{0.f, 0.f, 0.f, 0.f}};\n"
+     "            if ((from_above || from_below) && it > 0) bar_wait_cluster(full + (s - 1) * 3 + bp, seen);\n"),
     # one shared load a neighbour, its index chosen (selecting between two loads would issue both in every thread)
     ("                const float4 up = src[(ty > 0 ? ty - 1 : ty) * TX + tx];\n"
      "                const float4 dn = src[(ty < H - 1 ? ty + 1 : ty) * TX + tx];\n",
@@ -162,8 +164,7 @@ _SIGNAL_EDITS = [
      "                const float4 dn = planes[from_below ? edge + TX : own + (ty < H - 1 ? ty + 1 : ty) * TX];\n"),
     ("            if (s < T) planes[(s * 2 + wb) * PLANE + ty * TX + tx] = make_float4(nw[0], nw[1], nw[2], nw[3]);\n",
      "            if (s < T) put(s, (s * 2 + wb) * PLANE, bw, nw);\n"),
-    ("        __syncthreads();\n    }}\n}}\n",
-     "        __syncthreads();\n    }}\n    cluster_sync();  /* no block leaves while a neighbour may still push into it */\n}}\n"),
+    ("\n    }}\n}}\n", "\n    }}\n    cluster_sync();  /* no block leaves while a neighbour may still push into it */\n}}\n"),
 ]
 EXCHANGES = ("push", "pull", "signal")
 
@@ -216,18 +217,18 @@ def check_cluster(case: Case, width: int, height: int, cluster: int, chunk: int,
 
 
 def render_cluster_pipe(case: Case, width: int = 64, height: int = 32, cluster: int = 4, chunk: int = 128,
-                        shuffle: bool = True, exchange: str = "push") -> tuple[str, dict, str]:
+                        shuffle: bool = True, exchange: str = "push", pair: bool = False) -> tuple[str, dict, str]:
     """(source, launch, hypothesis): pipe's kernel (with its x shuffles where a row fits a warp) in clusters
     of `cluster` blocks stacked in y, the edge rows exchanged by `exchange` (the module's docstring): `push`
     stores them also into the next block's halo rows, `pull` loads them from the other block's shared memory
     (a remote load a step that the compiler cannot hoist above the step's shared stores), both under a
     cluster barrier an iteration; `signal` pushes them into the next block's ring on its mbarriers, under
-    the block's own barrier."""
+    the block's own barrier. `pair`: pipe's march two iterations a body (forge/handwritten_temporal.py `_variant`)."""
     check_cluster(case, width, height, cluster, chunk, exchange)
     if shuffle and not shuffles_fit(width // V, height):
         raise ValueError(f"tile {width}x{height}: shuffles need a power-of-two row of at most 32 threads and whole warps")
     t = case.stencil.time_steps
-    template = _variant(_SOURCE, shuffle, False, 1)
+    template = _variant(_SOURCE, shuffle, False, 1, pair)
     helpers = CLUSTER_HELPERS + (BULK["HELPERS"] + SIGNAL_HELPERS if exchange == "signal" else "")
     declarations = {"push": _PUSH_DECLARATIONS, "pull": _PULL_DECLARATIONS, "signal": _SIGNAL_DECLARATIONS}[exchange]
     edits = [
@@ -249,10 +250,11 @@ def render_cluster_pipe(case: Case, width: int = 64, height: int = 32, cluster: 
         ("    load(zb - T, next);\n", "    load(zb - T, next);\n    cluster_sync();  /* every block of the cluster has started */\n"),
     ]
     if exchange == "signal":
-        edits += _SIGNAL_EDITS
+        edits += [(_PAIRED_PHASE_LINE, new.replace(_PHASE_LINE, _PAIRED_PHASE_LINE, 1)) if pair and old == _PHASE_LINE
+                  else (old, new) for old, new in _SIGNAL_EDITS]
     else:
         edits += (_PUSH_EDITS if exchange == "push" else _PULL_EDITS) + [
-            ("        __syncthreads();\n    }}\n}}\n", "        cluster_sync();\n    }}\n}}\n")]
+            ("        __syncthreads();\n    }}", "        cluster_sync();\n    }}")]
         if exchange == "push" and not shuffle:
             edits.append(_PUSH_ROW)
     for old, new in edits:

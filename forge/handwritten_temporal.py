@@ -72,14 +72,15 @@ def check_parameters(case: Case, width: int, height: int, chunk: int) -> None:
 
 
 def render_pipe(case: Case, width: int = 64, height: int = 32, chunk: int = 128, prefetch: int = 1,
-                shuffle: bool = False, skip: bool = False, min_blocks: int = 1) -> tuple[str, dict, str]:
+                shuffle: bool = False, skip: bool = False, min_blocks: int = 1, pair: bool = False) -> tuple[str, dict, str]:
     """(source, launch, hypothesis) of the pipeline for a star_1-family case (T = 1 for star_1 and
     varcoef_star_1: the z march with shared in-plane neighbours, one global read a point).
     `prefetch`: input planes loaded ahead into registers. One plane ahead and a barrier a plane
     left the f16 T = 1 rounds short of bytes in flight (docs/forge.md); more planes ahead raise
-    them at V registers a plane. The three changes aimed at the on-chip work of T > 1
-    (`_variant`): `shuffle` (x neighbours by warp shuffles), `skip` (a warp whose rows step s
-    no longer needs skips it) and `min_blocks` (registers capped so that many blocks share an SM)."""
+    them at V registers a plane. The changes aimed at the on-chip work of T > 1 (`_variant`):
+    `shuffle` (x neighbours by warp shuffles), `skip` (a warp whose rows step s no longer needs
+    skips it), `min_blocks` (registers capped so that many blocks share an SM) and `pair` (the
+    march two iterations a body, their phases constants: no queue moves, fixed plane addresses)."""
     check_parameters(case, width, height, chunk)
     if not 1 <= prefetch <= 8:
         raise ValueError(f"prefetch {prefetch}: 1 to 8 planes ahead")
@@ -93,7 +94,9 @@ def render_pipe(case: Case, width: int = 64, height: int = 32, chunk: int = 128,
     out_x, out_y = width - 2 * x_halo(t), height - 2 * t
     redundancy = sum((width - 2 * s) * (height - 2 * s) for s in range(1, t + 1)) / (t * out_x * out_y)
     varcoef = case.stencil.variable_coefficient
-    source = _variant(_prefetched(_SOURCE, prefetch), shuffle, skip, min_blocks).format(
+    if pair and prefetch > 1:
+        raise ValueError("pair keeps one plane ahead: prefetch 1")
+    source = _variant(_prefetched(_SOURCE, prefetch), shuffle, skip, min_blocks, pair).format(
         T=t, TX=tx, H=height, L=chunk, THREADS=threads, case=case.id, W=width, OX=out_x, OY=out_y,
         INCLUDE="#include <cuda_fp16.h>\n" if case.precision == "f16" else "", ELEM=cuda_type(case.precision),
         VECTOR=VECTOR_HELPERS[case.precision], ALIGN=V * case.dtype.itemsize - 1,
@@ -182,7 +185,7 @@ def waves(case: Case, width: int, height: int, chunk: int, sms: int = 132) -> fl
     return blocks / (max(per_sm, 1) * sms)
 
 
-def _variant(template: str, shuffle: bool, skip: bool, min_blocks: int) -> str:
+def _variant(template: str, shuffle: bool, skip: bool, min_blocks: int, pair: bool = False) -> str:
     """The template with the changes aimed at pipe's on-chip work for T > 1 (each off: the template
     as gated, byte for byte). Per step and 4 points a thread moves a 16-byte shared store, two
     16-byte shared loads and two scalar ones, and every thread computes every step over the
@@ -196,7 +199,13 @@ def _variant(template: str, shuffle: bool, skip: bool, min_blocks: int) -> str:
       for T = 8. Those rows are read only by points that are themselves not needed;
     * `min_blocks` > 1: __launch_bounds__'s second argument, so the compiler keeps the registers a
       thread at what lets that many blocks share an SM (T = 4: 64 registers give 2 blocks of 384
-      threads, 56 give 3), more warps to hide the barrier each plane."""
+      threads, 56 give 3), more warps to hide the barrier each plane;
+    * `pair` (session 37): the march in pairs of iterations, each a call of one body with its phase a compile-time
+      constant, so the shared planes' parity is fixed in every address and each step's two queued planes swap roles
+      instead of moving (the older is overwritten by the incoming plane), and past the pipeline's first 2T
+      iterations a body with no per-step test of whether its plane is in the chunk: in the SASS of the main loop (`nvcc
+      -arch=sm_90`, nvdisasm) 25.0 instructions a point and step at T = 4 (96 x 32) and 18.8 at T = 8 (64 x 32) as
+      gated, of which 7 are the step's adds and multiplies, the rest moves, addresses and predicates."""
     edits = []
     if shuffle:
         edits.append(("""                const float* row = reinterpret_cast<const float*>(src + ty * TX);
@@ -218,6 +227,32 @@ def _variant(template: str, shuffle: bool, skip: bool, min_blocks: int) -> str:
         ]
     if min_blocks > 1:
         edits.append(("__launch_bounds__({THREADS})", "__launch_bounds__({THREADS}, %d)" % min_blocks))
+    if pair:
+        edits += [
+            ("    float prev[T][V], cur[T][V], next[V];\n#pragma unroll\n    for (int s = 0; s < T; ++s)\n#pragma unroll\n"
+             "        for (int i = 0; i < V; ++i) {{ prev[s][i] = 0.f; cur[s][i] = 0.f; }}\n",
+             "    float q[2][T][V], next[V];  /* step s's last two planes: at phase ph q[ph][s] the older, q[ph ^ 1][s] the newer */\n"
+             "#pragma unroll\n    for (int s = 0; s < T; ++s)\n#pragma unroll\n"
+             "        for (int i = 0; i < V; ++i) {{ q[0][s][i] = 0.f; q[1][s][i] = 0.f; }}\n"),
+            ("    for (int k = zb - T; k < ze + T; ++k) {{\n        const int wb = k & 1, rb = wb ^ 1;\n",
+             "    auto iteration = [&](const int k, auto phase, auto primed) {{  /* the parity in the march; past the fill */\n"
+             "        constexpr int wb = decltype(phase)::value, rb = wb ^ 1;\n"
+             "        constexpr bool steady = decltype(primed)::value;  /* every step's plane lies in the chunk */\n"),
+            ("k - (zb - T) >= 2 * s", "(steady || k - (zb - T) >= 2 * s)"),
+            ("prev[s - 1]", "q[wb][s - 1]"),
+            ("cur[s - 1]", "q[rb][s - 1]"),
+            ("{{ q[wb][s - 1][i] = q[rb][s - 1][i]; q[rb][s - 1][i] = nw[i]; nw[i] = out[i]; }}",
+             "{{ q[wb][s - 1][i] = nw[i]; nw[i] = out[i]; }}  /* the older plane's registers take the incoming one */"),
+            ("        __syncthreads();\n    }}\n}}\n",
+             "        __syncthreads();\n    }};\n"
+             "    int k = zb - T;\n"
+             "    for (; k < zb + T; k += 2) {{  /* the first 2T iterations fill the pipeline (ze + T > zb + T) */\n"
+             "        iteration(k, phase_t<0>{{}}, phase_t<0>{{}});\n        iteration(k + 1, phase_t<1>{{}}, phase_t<0>{{}});\n    }}\n"
+             "    for (; k < ze + T; k += 2) {{\n"
+             "        iteration(k, phase_t<0>{{}}, phase_t<1>{{}});\n"
+             "        if (k + 1 < ze + T) iteration(k + 1, phase_t<1>{{}}, phase_t<1>{{}});\n    }}\n}}\n"),
+            ('extern "C" __global__', 'template <int P> struct phase_t {{ static constexpr int value = P; }};\nextern "C" __global__'),
+        ]
     for old, new in edits:
         assert old in template, old
         template = template.replace(old, new)

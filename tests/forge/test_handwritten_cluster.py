@@ -40,6 +40,17 @@ def test_the_cluster_pipeline_is_correct_on_both_paths(case_id, width, height, c
         assert judged(case, source, launch, misalign) <= TOLERANCE[case.precision], misalign
 
 
+@pytest.mark.parametrize("exchange", ["push", "signal"])
+def test_the_cluster_pipeline_marching_in_pairs_is_correct(exchange):
+    """With pipe's `pair` (two iterations a body, forge/handwritten_temporal.py) under each exchange's barrier."""
+    for case_id, width, height, cluster, chunk, shuffle in SHAPES[::2]:
+        case = parse_case(case_id)
+        source, launch, _ = render_cluster_pipe(case, width, height, cluster, chunk, shuffle=shuffle, exchange=exchange,
+                                                pair=True)
+        assert "phase_t<1>" in source
+        assert judged(case, source, launch, False) <= TOLERANCE[case.precision], case_id
+
+
 @pytest.mark.parametrize("old, new", [
     ("if (push_up || push_down) far[at] = f;", ""),  # the edge rows not pushed: the halo rows hold nothing
     ("        cluster_sync();\n    }", "        __syncthreads();\n    }"),  # the block's barrier only: a neighbour's rows read early

@@ -1,7 +1,8 @@
 """Session 37's designs on a real GPU (marker `gpu`: `bash scripts/gpu_tests.sh tests/forge` on the device machine).
 The emulation (tests/forge/cuda_emulation.py) runs their logic; what it cannot check is the hardware's side: that
 `mbarrier.arrive.release.cluster` on another block's barrier and `try_wait.acquire.cluster` order the pushed rows
-(cpipe's `signal`), and that `ldmatrix` and `mma.sync` lay out fragments as the emulation does (`tcq`). Each kernel
+(cpipe's `signal`), and that `ldmatrix` and `mma.sync` lay out fragments as the emulation does (`tcq`); and pipe's
+`pair` (its generic lambda and constant phases) through NVRTC. Each kernel
 runs on the shapes its emulation tests use and on one of the matrix's, checked against the oracle: the
 tolerance, nothing written outside the region, the inputs untouched."""
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import pytest
 
 from forge.handwritten_cluster import render_cluster_pipe
+from forge.handwritten_temporal import render_pipe
 from forge.handwritten_tensor import render as render_tensor
 from measurement.backends.base import Kernel
 from measurement.harness.cases import parse_case
@@ -32,9 +34,22 @@ def cuda_backend():
     ("diamond_ts8/128x128x128/f32", 64, 32, 2, 64, True),
     ("diamond_ts8/128x128x128/f32", 128, 16, 8, 64, True),
 ])
-def test_the_signalled_cluster_pipeline_is_correct_on_the_gpu(cuda_backend, case_id, width, height, cluster, chunk, shuffle):
+@pytest.mark.parametrize("pair", [False, True])
+def test_the_signalled_cluster_pipeline_is_correct_on_the_gpu(cuda_backend, case_id, width, height, cluster, chunk, shuffle,
+                                                              pair):
     case = parse_case(case_id)
-    source, launch, _ = render_cluster_pipe(case, width, height, cluster, chunk, shuffle=shuffle, exchange="signal")
+    source, launch, _ = render_cluster_pipe(case, width, height, cluster, chunk, shuffle=shuffle, exchange="signal", pair=pair)
+    run_and_check(cuda_backend, case, Kernel(source, launch))
+
+
+@pytest.mark.parametrize("case_id, width, height, chunk, shuffle, skip", [
+    ("diamond_ts4/128x128x128/f32", 96, 32, 32, False, True),
+    ("diamond_ts4/128x128x128/f32", 64, 32, 32, True, True),
+    ("diamond_ts8/128x128x128/f32", 64, 32, 32, True, False),
+])
+def test_the_pipe_marching_in_pairs_is_correct_on_the_gpu(cuda_backend, case_id, width, height, chunk, shuffle, skip):
+    case = parse_case(case_id)
+    source, launch, _ = render_pipe(case, width, height, chunk, shuffle=shuffle, skip=skip, pair=True)
     run_and_check(cuda_backend, case, Kernel(source, launch))
 
 

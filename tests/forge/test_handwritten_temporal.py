@@ -68,6 +68,35 @@ def test_shuffles_and_skipped_warps_compute_the_same(case_id, width, height, chu
             assert judged(case, source, launch, misalign) <= TOLERANCE[case.precision], (shuffle, skip, misalign)
 
 
+@pytest.mark.parametrize("case_id, width, height, chunk, shuffle, skip", [
+    ("diamond_ts8/26x37x40/f32", 32, 24, 4, True, False),  # a chunk shorter than the 2T fill: the steady body never runs
+    ("diamond_ts4/21x30x44/f32", 24, 16, 5, False, True),
+    ("diamond_ts4/21x30x44/f32", 32, 16, 3, True, True),   # 11 output planes in chunks of 3, 3, 3, 2: odd iteration counts
+    ("diamond_ts2/19x40x30/f32", 64, 8, 6, True, False),
+    ("star_1/12x20x40/f32", 32, 8, 4, True, False),        # T = 1
+])
+def test_the_march_in_pairs_computes_the_same(case_id, width, height, chunk, shuffle, skip):
+    """`pair`: two iterations a body, each phase a constant; the queue's planes swap roles instead of moving."""
+    case = parse_case(case_id)
+    source, launch, _ = render_pipe(case, width, height, chunk, shuffle=shuffle, skip=skip, pair=True)
+    assert "phase_t<1>" in source and "prev[" not in source
+    for misalign in (False, True):
+        assert judged(case, source, launch, misalign) <= TOLERANCE[case.precision], misalign
+
+
+@pytest.mark.parametrize("old, new", [
+    ("{ q[wb][s - 1][i] = nw[i];", "{ q[rb][s - 1][i] = nw[i];"),  # the newer plane overwritten: roles not swapped
+    ("iteration(k + 1, phase_t<1>{}, phase_t<0>{});", "iteration(k + 1, phase_t<0>{}, phase_t<0>{});"),  # a phase repeated
+])
+def test_a_paired_march_with_a_wrong_role_or_phase_is_caught(old, new):
+    """(The fill's test needs no such check: a step computed in the fill anyway works on planes of the chunk's
+    unneeded z halo, and the output is the same; the test only saves the work.)"""
+    case = parse_case("diamond_ts4/21x30x44/f32")
+    source, launch, _ = render_pipe(case, 16, 12, 5, pair=True)
+    assert old in source
+    assert judged(case, source.replace(old, new), launch, False) > TOLERANCE[case.precision]
+
+
 def test_a_skip_that_drops_a_needed_row_is_caught():
     """The check above can fail: warps skipping step s one row too early."""
     case = parse_case("diamond_ts8/26x37x40/f32")
