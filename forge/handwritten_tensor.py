@@ -196,12 +196,10 @@ __device__ __forceinline__ void mma16816(float* d, const unsigned* a, const unsi
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 #endif
+/* Two halves in one register, the first in the low 16 bits (NVRTC declares no memcpy to pun with). */
 __device__ __forceinline__ unsigned half_pair(float low, float high)
 {
-    const __half2 h = __floats2half2_rn(low, high);
-    unsigned bits;
-    memcpy(&bits, &h, 4);
-    return bits;
+    return (unsigned)__half_as_ushort(__float2half(low)) | (unsigned)__half_as_ushort(__float2half(high)) << 16;
 }
 """
 # varcoef_star_1: the sum times the point's own coefficient a, in f32, before the one rounding to a half (as the bound)

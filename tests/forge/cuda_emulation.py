@@ -57,6 +57,7 @@ inline float2 __half22float2(__half2 h) { return float2{(float)h.x, (float)h.y};
 inline __half2 __floats2half2_rn(float a, float b) { return __half2{(__half)a, (__half)b}; }
 inline __half2 __halves2half2(__half a, __half b) { return __half2{a, b}; }
 inline float __low2float(__half2 h) { return (float)h.x; }
+inline unsigned short __half_as_ushort(__half h) { unsigned short s; __builtin_memcpy(&s, &h, 2); return s; }
 inline float __high2float(__half2 h) { return (float)h.y; }
 """
 
@@ -213,7 +214,7 @@ inline void __syncwarp(unsigned = 0xffffffffu) { warp_barrier->arrive_and_wait()
    and the warp meets again before the deposits are reused. */
 #define EMULATED_MMA
 #define warp_fragments (fiber->fragments)  /* 8 words a lane */
-inline unsigned half_bits(__half h) { unsigned short s; std::memcpy(&s, &h, 2); return s; }
+inline unsigned half_bits(__half h) { return __half_as_ushort(h); }
 inline double half_value(unsigned bits) { const unsigned short s = (unsigned short)bits; __half h; std::memcpy(&h, &s, 2); return (double)h; }
 template <int MATRICES> inline void load_matrices(unsigned* r, const __half* row)
 {
