@@ -7,7 +7,8 @@ One process, interleaved passes, L2 flushed (benchmarks/handwritten_sweep.py's `
 kernel (the fair f16 kernel, the bound of every f16 case), the case's latest admitted kernel from `--admitted`, and
 `tcq` in blocks of 4 x 2, 8 x 1, 2 x 4, 4 x 4 and 8 x 2 warps at 3 and 4 shared planes and the default chunk, then
 the best of those at half and twice the chunk; for box_2 each also with every |dz| > 0 product straight into both its
-queue slots (`direct`: 20 more MMAs a plane, 32 fewer adds a lane). A variant whose output differs from the
+queue slots (`direct`: 20 more MMAs a plane, 32 fewer adds a lane); each with its copies through L1 (`ca`) and
+not (`cg`). A variant whose output differs from the
 straightforward kernel's is reported, not timed; the gate does the real checks.
 
 On the device machine (docs/gpu.md):
@@ -38,15 +39,17 @@ def variants(case, chunks: dict[tuple[int, int], list[int]] | None = None) -> li
     """(label, render parameters) of every block shape at 3 and 4 planes, at the chunks `chunks` gives a block shape
     (default: its `default_chunk`); for box_2 also `direct`. A 2-D case: one plane a block, so one buffer, and also
     blocks of 32 warps."""
-    made = []
+    made: list[tuple[str, dict]] = []
     directs = (None, True) if case.stencil.family == "box" and case.stencil.radius == 2 and case.stencil.dims == 3 else (None,)
     flat = case.stencil.dims == 2  # one plane a block: one buffer, no chunk to vary
     for wx, wy in BLOCKS + ((8, 4), (4, 8)) if flat else BLOCKS:
         for chunk in (chunks or {}).get((wx, wy), [default_chunk(case, wx, wy)]):
             for stages in (2,) if flat else (3, 4):
                 for direct in directs:
-                    made.append((f"tcq {wx}x{wy} L{chunk} nb{stages}{' direct' if direct else ''}",
-                                 {"warps_x": wx, "warps_y": wy, "chunk": chunk, "stages": stages, "direct": direct}))
+                    for cache in ("cg", "ca"):
+                        made.append((f"tcq {wx}x{wy} L{chunk} nb{stages}{' direct' if direct else ''} {cache}",
+                                     {"warps_x": wx, "warps_y": wy, "chunk": chunk, "stages": stages, "direct": direct,
+                                      "cache": cache}))
     return made
 
 
@@ -60,7 +63,7 @@ def sweep_tensor(backend, case_id: str, passes: int, launches: int, admitted=Non
         p = row["variants"][best]["parameters"]
         lengths = [c for c in (p["chunk"] // 2, p["chunk"] * 2) if 4 <= c < case.shape[0]] if case.stencil.dims == 3 else []
         more = [(label, q) for label, q in variants(case, {(p["warps_x"], p["warps_y"]): lengths})
-                if q["stages"] == p["stages"] and q["direct"] == p["direct"]]
+                if q["stages"] == p["stages"] and q["direct"] == p["direct"] and q["cache"] == p["cache"]]
         if more:
             again = sweep_case(backend, case_id, passes, launches, [(*v, render) for v in more] + [(best, p, render)]
                                + with_admitted([], admitted))

@@ -105,13 +105,17 @@ def default_chunk(case: Case, warps_x: int, warps_y: int) -> int:
 
 
 def render(case: Case, warps_x: int = 4, warps_y: int = 2, chunk: int | None = None, stages: int = 4,
-           direct: bool | None = None) -> tuple[str, dict, str]:
+           direct: bool | None = None, cache: str = "cg") -> tuple[str, dict, str]:
     """(source, launch, hypothesis) of `tcq` for a box_R or star_R f16 case: blocks of `warps_x` x `warps_y`
     warps (a 16 x 16 output tile each), `chunk` output planes a block, a ring of `stages` input planes.
     `direct`: each |dz| > 0 product accumulates straight into both its outputs' queue slots (two MMAs where
     one and 16 adds a lane would do); by default where that adds few MMAs (star_R: the centre alone at
-    |dz| > 0; R = 1), not for box_2 (20 more on 30)."""
+    |dz| > 0; R = 1), not for box_2 (20 more on 30). `cache`: the copies' cache operator, `cg` (L2 only) or `ca`
+    (through L1, whose coalescing may hand the L2 whole lines: `planes`' 16-byte `cg` copies read 2.75x its input from
+    the L2 for a 1.41x tile, session 33, a cause not measured)."""
     check_case(case)
+    if cache not in ("cg", "ca"):
+        raise ValueError(f"cache {cache!r}: cg or ca")
     if not 2 <= stages <= 8 or warps_x < 1 or warps_y < 1 or 32 * warps_x * warps_y > 1024:
         raise ValueError(f"stages {stages}, {warps_x} x {warps_y} warps: 2 to 8 buffers, at most 32 warps a block")
     if shared_bytes(case, warps_x, warps_y, stages) > 227 * 1024:
@@ -145,7 +149,7 @@ def render(case: Case, warps_x: int = 4, warps_y: int = 2, chunk: int | None = N
     source = _SOURCE.substitute(
         case=case.id, R=r, RZ=rz, WX=warps_x, WY=warps_y, L=chunk, NB=stages, THREADS=32 * warps_x * warps_y, M=len(found),
         MIN_BLOCKS=max(1, 16 // (warps_x * warps_y)),  # 16 warps an SM at least: at most 128 registers a thread
-        HELPERS=_HELPERS, CLASSES=", ".join("{" + ", ".join(map(str, classes)) + "}" for classes in found.values()),
+        HELPERS=_HELPERS.replace("CACHE", cache), CLASSES=", ".join("{" + ", ".join(map(str, classes)) + "}" for classes in found.values()),
         PRODUCTS="\n".join(products), ACC=_ACC if scratch else "", ZERO=_ZERO if scratch else "",
         SPREAD=_SPREAD if scratch else "", **(_VARIABLE if case.stencil.variable_coefficient else _CONSTANT))
     # The tile's x origin is 4 columns left of a 16-byte boundary so that its copies are whole 16-byte cells: block bx
@@ -168,10 +172,10 @@ _HELPERS = r"""#ifndef EMULATED_CP_ASYNC  /* tests/forge/cuda_emulation.py defin
 typedef unsigned shared_at;
 __device__ __forceinline__ shared_at shared_address(vec_t* p) { return (unsigned)__cvta_generic_to_shared(p); }
 __device__ __forceinline__ shared_at cells_on(shared_at at, int cells) { return at + cells * (unsigned)sizeof(vec_t); }
-/* 16 bytes from global to shared memory without passing through a register, L1 bypassed. */
+/* 16 bytes from global to shared memory without passing through a register. */
 __device__ __forceinline__ void copy_async(shared_at dst, const vec_t* src)
 {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(dst), "l"(src) : "memory");
+    asm volatile("cp.async.CACHE.shared.global [%0], [%1], 16;" :: "r"(dst), "l"(src) : "memory");
 }
 __device__ __forceinline__ void commit_async() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 /* Until at most N of the most recently committed groups are still in flight. */

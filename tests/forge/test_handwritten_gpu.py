@@ -64,3 +64,11 @@ def test_the_tensor_core_queue_is_correct_on_the_gpu(cuda_backend, case_id, warp
     error = run_and_check(cuda_backend, case, Kernel(source, launch))
     floor = run_and_check(cuda_backend, case, Kernel(straightforward_cuda(case), straightforward_cuda_launch(case)))
     assert error <= FLOOR_FACTOR[case.precision] * floor, (error, floor)
+
+
+def test_the_tensor_core_queue_with_copies_through_l1_is_correct_on_the_gpu(cuda_backend):
+    """`cache="ca"` changes only the copies' cache operator, which the emulation does not see."""
+    case = parse_case("box_2/64x128x256/f16")
+    source, launch, _ = render_tensor(case, 4, 2, 32, 4, cache="ca")
+    assert "cp.async.ca.shared.global" in source
+    run_and_check(cuda_backend, case, Kernel(source, launch))
