@@ -1,5 +1,5 @@
-"""`tcq`: box_R, star_R, varcoef_star_1 and their 2-D kinds in f16 with each input plane's in-plane products on the tensor cores
-(`mma.sync` m16n8k16, f16 inputs, f32 accumulation: the bound's precision class), the z direction
+"""`tcq`: box_R, star_R, varcoef_star_1 and their 2-D kinds in f16 with each input plane's in-plane products on
+the tensor cores (`mma.sync` m16n8k16, f16 inputs, f32 accumulation: the bound's precision class), the z direction
 through a queue of partial output planes as in the plane-queue kernels (issue 16).
 
 Why. Every f16 single-step kernel so far computes in f32 on the CUDA cores, converting each half
@@ -24,8 +24,8 @@ plane's A is loaded once and multiplied by the B of every |dz| that has one; dz 
 straight into its queue slot (the MMA's C operand), each |dz| > 0 either straight into the slots of
 outputs p - |dz| and p + |dz| too (`direct`: two MMAs) or into a scratch then added to both (one MMA and
 16 adds a lane). The queue's slots keep their registers: the plane loop is unrolled by 2R + 1, so an
-output's slot is fixed at compile time instead of shifted a plane. The slot of output p - R is then complete: converted
-to halves and stored as pairs.
+output's slot is fixed at compile time instead of shifted a plane. The slot of output p - R is then complete:
+converted to halves and stored as pairs.
 
 What it costs, a 256-point warp tile and plane: box_1 18 MMAs, box_2 30 (50 `direct`), star_4 34, star_1 10,
 and 2 `ldmatrix` a dy. Counted in the SASS of the main loop with the aligned paths only (`nvcc -arch=sm_90`,
@@ -34,8 +34,9 @@ for star_1 and 17.7 for star_4, against 31 (box_1) and 51 (star_4) in the admitt
 (rows8+lean's vector loop, counted the same way: docs/benchmarks/sass_f16_next_s31.json). Where each copy and store
 goes is worked out once a thread (a 32-bit shared address; 16-byte cp.async of whole cells: the tile starts 4
 columns left of the block's first output on a 16-byte boundary, so block bx owns outputs from 16 WX bx - 4, and
-the launch's tile is 4 columns narrower than the block's so that the grid reaches nx - R). At the copy rate (1.07e12 f16 points/s on 132 SMs) box_2 needs about 0.5 m16n8k16
-a clock an SM, in reach of Hopper's `mma.sync` (its wgmma peak is about four times that).
+the launch's tile is 4 columns narrower than the block's so that the grid reaches nx - R). At the copy rate
+(1.07e12 f16 points/s on 132 SMs) box_2 needs about 0.5 m16n8k16 a clock an SM; the H200's dense f16 peak (989
+TFLOP/s, reached by wgmma) is about 0.9, and `mma.sync` gets less of it, so box_2 may end up bound by the tensor cores.
 Precision: the weights are rounded to halves (a relative 2^-11 each), which the products then carry
 at f32; the output is rounded to a half once, as the bound's. The emulation's errors against the
 straightforward kernel's (the gate's floor rule allows 5x) are in tests/forge/test_handwritten_tensor.py.
@@ -146,23 +147,25 @@ def render(case: Case, warps_x: int = 4, warps_y: int = 2, chunk: int | None = N
                 mmas += 2
         products.append("\n".join(lines + ["        }"]))
     scratch = rz > 0 and not direct
+    classes = ", ".join("{" + ", ".join(map(str, row)) + "}" for row in found.values())
     source = _SOURCE.substitute(
-        case=case.id, R=r, RZ=rz, WX=warps_x, WY=warps_y, L=chunk, NB=stages, THREADS=32 * warps_x * warps_y, M=len(found),
-        MIN_BLOCKS=max(1, 16 // (warps_x * warps_y)),  # 16 warps an SM at least: at most 128 registers a thread
-        HELPERS=_HELPERS.replace("CACHE", cache), CLASSES=", ".join("{" + ", ".join(map(str, classes)) + "}" for classes in found.values()),
-        PRODUCTS="\n".join(products), ACC=_ACC if scratch else "", ZERO=_ZERO if scratch else "",
-        SPREAD=_SPREAD if scratch else "", **(_VARIABLE if case.stencil.variable_coefficient else _CONSTANT))
+        case=case.id, R=r, RZ=rz, WX=warps_x, WY=warps_y, L=chunk, NB=stages, THREADS=32 * warps_x * warps_y,
+        M=len(found), MIN_BLOCKS=max(1, 16 // (warps_x * warps_y)),  # 16 warps an SM at least: at most 128 registers
+        HELPERS=_HELPERS.replace("CACHE", cache), CLASSES=classes, PRODUCTS="\n".join(products),
+        ACC=_ACC if scratch else "", ZERO=_ZERO if scratch else "", SPREAD=_SPREAD if scratch else "",
+        **(_VARIABLE if case.stencil.variable_coefficient else _CONSTANT))
     # The tile's x origin is 4 columns left of a 16-byte boundary so that its copies are whole 16-byte cells: block bx
     # owns outputs 16 WX bx - 4 .., so the grid needs a block more than nx / (16 WX) where that does not reach nx - R.
     launch = {"block": [32 * warps_x * warps_y, 1, 1], "tile": [16 * warps_x - HALO, 16 * warps_y, chunk],
               "shared_bytes": shared_bytes(case, warps_x, warps_y, stages)}
-    reads = (16 * warps_y + 2 * r) / (16 * warps_y) * (16 * warps_x + 2 * HALO) / (16 * warps_x) * (chunk + 2 * rz) / chunk
+    reads = ((16 * warps_y + 2 * r) / (16 * warps_y) * (16 * warps_x + 2 * HALO) / (16 * warps_x)
+             * (chunk + 2 * rz) / chunk)
+    z = f" and the z arms through a queue of {2 * rz + 1} partial planes; " if rz else ", one tile a block; "
     hypothesis = (f"{case.id}: the in-plane products on the tensor cores ({mmas} m16n8k16 a 16 x 16 warp tile and "
-                  f"plane, f16 weights, f32 accumulation)" + (f" and the z arms through a queue of {2 * rz + 1} partial planes; " if rz
-                                                         else ", one tile a block; ") +
-                  f"{16 * warps_x} x {16 * warps_y} tiles, {chunk} plane{'s' if chunk > 1 else ''} a block, {stages} shared planes by 16-byte "
-                  f"cp.async ({reads:.2f}x the input read from L2): a few instructions a point where the f32 plane "
-                  "queue issues 30-50 (issue-bound, docs/forge.md); expected over the fair f16 kernel and the admitted one.")
+                  f"plane, f16 weights, f32 accumulation){z}{16 * warps_x} x {16 * warps_y} tiles, {chunk} "
+                  f"plane{'s' if chunk > 1 else ''} a block, {stages} shared planes by 16-byte cp.async ({reads:.2f}x "
+                  "the input read from L2): a few instructions a point where the f32 plane queue issues 30-50 "
+                  "(issue-bound, docs/forge.md); expected over the fair f16 kernel and the admitted one.")
     return source, launch, hypothesis
 
 
@@ -207,7 +210,8 @@ __device__ __forceinline__ unsigned half_pair(float low, float high)
 }
 """
 # varcoef_star_1: the sum times the point's own coefficient a, in f32, before the one rounding to a half (as the bound)
-_VARIABLE = {"WEIGH_PAIR": "                        const float2 w = __half22float2(*reinterpret_cast<const __half2*>(a + (at - y)));\n",
+_VARIABLE = {"WEIGH_PAIR": ("                        const float2 w = "
+                           "__half22float2(*reinterpret_cast<const __half2*>(a + (at - y)));\n"),
              "BY_LOW": " * w.x", "BY_HIGH": " * w.y", "BY_FIRST": " * __half2float(a[at - y])",
              "BY_SECOND": " * __half2float(a[at - y + 1])"}
 _CONSTANT = dict.fromkeys(_VARIABLE, "")
