@@ -1,7 +1,8 @@
 /* A deliberately slow box_2 f32 candidate (tests/measurement/test_tuning.py): the straightforward
  * loop, vectorised (restrict and omp simd, which the straightforward kernel lacks), but on one
- * thread and computing every point twice: faster than the straightforward kernel, slower than
- * Halide's tuned schedule. */
+ * thread and computing every point eight times, so that it stays slower than Halide's tuned
+ * schedule on a loaded machine: computing each point twice, it was admitted over Halide once in
+ * session 37, with the PostgreSQL and SQLite runs of the suite side by side on two cores. */
 #include <stddef.h>
 
 typedef float elem_t;
@@ -22,7 +23,7 @@ void stencil(const elem_t* restrict u, const elem_t* restrict a, elem_t* restric
     const acc_t c7 = (acc_t)coef[7];
     const acc_t c8 = (acc_t)coef[8];
     const acc_t c9 = (acc_t)coef[9];
-    for (int twice = 0; twice < 2; ++twice)
+    for (int again = 0; again < 8; ++again)
     for (int z = 2; z < nz - 2; ++z) {
         for (int j = 2; j < ny - 2; ++j) {
             #pragma omp simd
