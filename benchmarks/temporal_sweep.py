@@ -52,7 +52,7 @@ ROW_TILES = ((64, 32), (128, 32), (96, 32), (128, 16))  # pipe_rows, 2 rows a th
 def pipe_variants(case) -> list[tuple[str, dict, object]]:
     """For T = 1: 2 and 4 planes prefetched at the default tile. For T > 1, at the default tile
     and chunk: each of the changes aimed at the on-chip work (`shuffle`, `skip`, and for T <= 4
-    `min_blocks`; forge/handwritten_temporal.py's `_variant`) alone and together. Then tiles x
+    `min_blocks`; forge/handwritten_temporal_source.py's `variant`) alone and together. Then tiles x
     chunks around the default, each as gated and with shuffles and skipped warps (skipped warps
     alone where a row is not a power of two lanes); up to T = 4, `pipe_rows` (two rows a thread,
     forge/handwritten_temporal_rows.py) at its tiles and the same chunks."""
@@ -110,9 +110,10 @@ def composed_row(backend, case) -> tuple:
     return part_row(backend, single, f"composed(rows16 star_1 x{t})", (source, launch), t)
 
 
-def cluster_variants(case, exchange: str = "push", pairs: tuple[bool, ...] = (False,)) -> list[tuple[str, dict, object]]:
+def cluster_variants(case, exchange: str = "push", pairs: tuple[bool, ...] = (False,),
+                     planes: tuple[int, ...] = (64, 128, 256)) -> list[tuple[str, dict, object]]:
     """pipe as the campaigns offer it (64 x 32 with shuffles), then `cpipe` (forge/handwritten_cluster.py) in
-    clusters of 2, 4 and 8 blocks at 64, 128 and 256 planes a cluster, the edge rows exchanged by `exchange`:
+    clusters of 2, 4 and 8 blocks at each of `planes` planes a cluster, the edge rows exchanged by `exchange`:
     pushed into the next block's halo rows (`--family cluster`, blocks of 64 x 16 and 64 x 32), pulled from the
     other block (`--family cluster_pull`, 64 x 16, 24 and 32: session 36's first sweep), or pushed into its ring on
     mbarriers under the block's own barrier (`--family cluster_signal`, also 128 x 16: 32 lanes a row, so an 8-block
@@ -127,22 +128,22 @@ def cluster_variants(case, exchange: str = "push", pairs: tuple[bool, ...] = (Fa
              "signal": [(64, 16), (64, 32), (128, 16)]}[exchange]
     for cols, rows in tiles:
         for cluster in (2, 4, 8):
-            for planes in (64, 128, 256) if pairs == (False,) else (128, 256):
+            for chunk in planes:
                 for pair in pairs:
-                    params = {"width": cols, "height": rows, "cluster": cluster, "chunk": planes, "exchange": exchange,
+                    params = {"width": cols, "height": rows, "cluster": cluster, "chunk": chunk, "exchange": exchange,
                               "pair": pair}
                     try:
-                        check_cluster(case, cols, rows, cluster, planes, exchange)
+                        check_cluster(case, cols, rows, cluster, chunk, exchange)
                     except ValueError:
                         continue
-                    made.append((f"{label} {cols}x{rows} C{cluster} L{planes}{' pair' if pair else ''}", params,
+                    made.append((f"{label} {cols}x{rows} C{cluster} L{chunk}{' pair' if pair else ''}", params,
                                  render_cluster_pipe))
     return made
 
 
 def pair_variants(case) -> list[tuple[str, dict, object]]:
     """`pipe_variants` for T > 1 but `pipe_rows` and the three-blocks change, each as is and with `pair` (the march two
-    iterations a body, forge/handwritten_temporal.py `_variant`)."""
+    iterations a body, forge/handwritten_temporal_source.py `variant`)."""
     made = []
     for label, params, renderer in pipe_variants(case):
         if renderer is not render_pipe or params.get("min_blocks", 1) > 1:
@@ -181,7 +182,7 @@ def sweep_cluster_pull(backend, case_id: str, passes: int, launches: int, admitt
 
 def sweep_cluster_signal(backend, case_id: str, passes: int, launches: int, admitted=None) -> tuple[dict, str]:
     return sweep_bound(backend, case_id, passes, launches, admitted,
-                       cluster_variants(parse_case(case_id), "signal", (False, True)))
+                       cluster_variants(parse_case(case_id), "signal", (False, True), (128, 256)))
 
 
 def sweep_pair(backend, case_id: str, passes: int, launches: int, admitted=None) -> tuple[dict, str]:

@@ -41,8 +41,8 @@ from __future__ import annotations
 from measurement.harness.cases import Case
 
 from .handwritten_planes_bulk import BULK
-from .handwritten_temporal import (REGISTER_FILE, V, VECTOR_HELPERS, _SOURCE, _variant, registers_per_thread, shared_bytes,
-                                   shuffles_fit, x_halo)
+from .handwritten_temporal import REGISTER_FILE, V, registers_per_thread, shared_bytes, shuffles_fit, x_halo
+from .handwritten_temporal_source import SOURCE, VECTOR_HELPERS, variant
 
 CLUSTER_HELPERS = r"""#ifndef EMULATED_CLUSTER
 /* One barrier for every thread of the cluster: the writes before it (shared memory of any block)
@@ -223,12 +223,12 @@ def render_cluster_pipe(case: Case, width: int = 64, height: int = 32, cluster: 
     stores them also into the next block's halo rows, `pull` loads them from the other block's shared memory
     (a remote load a step that the compiler cannot hoist above the step's shared stores), both under a
     cluster barrier an iteration; `signal` pushes them into the next block's ring on its mbarriers, under
-    the block's own barrier. `pair`: pipe's march two iterations a body (forge/handwritten_temporal.py `_variant`)."""
+    the block's own barrier. `pair`: pipe's march two iterations a body (forge/handwritten_temporal_source.py `variant`)."""
     check_cluster(case, width, height, cluster, chunk, exchange)
     if shuffle and not shuffles_fit(width // V, height):
         raise ValueError(f"tile {width}x{height}: shuffles need a power-of-two row of at most 32 threads and whole warps")
     t = case.stencil.time_steps
-    template = _variant(_SOURCE, shuffle, False, 1, pair)
+    template = variant(SOURCE, shuffle, False, 1, pair)
     helpers = CLUSTER_HELPERS + (BULK["HELPERS"] + SIGNAL_HELPERS if exchange == "signal" else "")
     declarations = {"push": _PUSH_DECLARATIONS, "pull": _PULL_DECLARATIONS, "signal": _SIGNAL_DECLARATIONS}[exchange]
     edits = [

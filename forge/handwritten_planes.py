@@ -116,11 +116,18 @@ def default_chunk(case: Case, height: int) -> int:
     """Output planes a block: the z halo's refill, (L + 2R) / L, against the last wave's idle SMs
     (resident_blocks an SM, 132 SMs)."""
     nz, ny, nx = case.shape
+    return least_idle_chunk(case, math.ceil(nx / (TX * lanes(case))) * math.ceil(ny / height), resident_blocks(case))
+
+
+def least_idle_chunk(case: Case, tiles: int, resident: int) -> int:
+    """Of 8 .. 128 planes a block (shorter than the grid), the chunk whose z halo refill, (L + 2R) / L, times the
+    last wave's idle share, ceil(waves) / waves, is least, for `tiles` (x, y) tiles and `resident` blocks an SM on
+    132 SMs; the longer chunk of a tie. (`tcq`, forge/handwritten_tensor.py, chooses its chunk the same way.)"""
+    nz = case.shape[0]
     r = case.stencil.radius
-    tiles = math.ceil(nx / (TX * lanes(case))) * math.ceil(ny / height)
 
     def cost(chunk: int) -> float:
-        waves = tiles * math.ceil((nz - 2 * r) / chunk) / (resident_blocks(case) * 132)
+        waves = tiles * math.ceil((nz - 2 * r) / chunk) / (resident * 132)
         return (chunk + 2 * r) / chunk * math.ceil(waves) / waves
 
     chunks = [c for c in (8, 16, 32, 64, 128) if c < nz] or [8]
@@ -211,6 +218,12 @@ __device__ __forceinline__ vec_t from_lanes(const acc_t* v)
 }""",
 }
 
+# cp.async's groups, as every ring of cp.async copies commits and waits for them (`planes`, `tcq`).
+ASYNC_GROUPS = """__device__ __forceinline__ void commit_async() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+/* Until at most N of the most recently committed groups are still in flight. */
+template <int N> __device__ __forceinline__ void wait_async() { asm volatile("cp.async.wait_group %0;" :: "n"(N) : "memory"); }
+"""
+
 # The text the bulk variant replaces, as the gated planes sources have it.
 _PLANES = {
     "BARRIERS": "", "TAIL": "",
@@ -221,10 +234,7 @@ __device__ __forceinline__ void copy_async(vec_t* dst, const vec_t* src)
     asm volatile("{ .reg .u64 s; cvta.to.shared.u64 s, %0; cp.async.$CACHE.shared.global [s], [%1], $VB; }"
                  :: "l"(dst), "l"(src) : "memory");
 }
-__device__ __forceinline__ void commit_async() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-/* Until at most N of the most recently committed groups are still in flight. */
-template <int N> __device__ __forceinline__ void wait_async() { asm volatile("cp.async.wait_group %0;" :: "n"(N) : "memory"); }
-#endif
+""" + ASYNC_GROUPS + """#endif
 """,
     "COPY_PLANE": """    /* Plane `plane` into buffer `buffer`: the cells rank, rank + THREADS, ... of the tile. */
     auto copy_plane = [&](int plane, int buffer) {

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 from measurement.harness.cases import Case
 
-from .handwritten_temporal import V, VECTOR_HELPERS, check_parameters, shared_bytes, shuffles_fit, x_halo
+from .handwritten_temporal import V, check_parameters, shared_bytes, shuffles_fit, x_halo
+from .handwritten_temporal_source import VECTOR_HELPERS
 
 
 def render_pipe_rows(case: Case, width: int, height: int, chunk: int, rows: int = 2,

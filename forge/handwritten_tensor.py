@@ -53,6 +53,8 @@ from string import Template
 
 from measurement.harness.cases import Case
 
+from .handwritten_planes import ASYNC_GROUPS, least_idle_chunk
+
 HALO = 4  # tile columns each side of the output tile: a 16-column window around 8 outputs reaches 4 each way
 
 
@@ -89,20 +91,11 @@ def shared_bytes(case: Case, warps_x: int, warps_y: int, stages: int) -> int:
 
 
 def default_chunk(case: Case, warps_x: int, warps_y: int) -> int:
-    """Output planes a block: the z halo's refill, (L + 2R) / L, against the last wave's idle SMs (two
-    blocks an SM assumed, 132 SMs), as `planes` chooses; 1 in 2-D."""
+    """Output planes a block as `planes` chooses them (two blocks an SM assumed); 1 in 2-D."""
     if case.stencil.dims == 2:
         return 1
     nz, ny, nx = case.shape
-    r = case.stencil.radius
-    tiles = math.ceil(nx / (16 * warps_x)) * math.ceil(ny / (16 * warps_y))
-
-    def cost(chunk: int) -> float:
-        waves = tiles * math.ceil((nz - 2 * r) / chunk) / (2 * 132)
-        return (chunk + 2 * r) / chunk * math.ceil(waves) / waves
-
-    chunks = [c for c in (8, 16, 32, 64, 128) if c < nz] or [8]
-    return min(chunks, key=lambda c: (cost(c), -c))
+    return least_idle_chunk(case, math.ceil(nx / (16 * warps_x)) * math.ceil(ny / (16 * warps_y)), 2)
 
 
 def render(case: Case, warps_x: int = 4, warps_y: int = 2, chunk: int | None = None, stages: int = 4,
@@ -180,10 +173,7 @@ __device__ __forceinline__ void copy_async(shared_at dst, const vec_t* src)
 {
     asm volatile("cp.async.CACHE.shared.global [%0], [%1], 16;" :: "r"(dst), "l"(src) : "memory");
 }
-__device__ __forceinline__ void commit_async() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-/* Until at most N of the most recently committed groups are still in flight. */
-template <int N> __device__ __forceinline__ void wait_async() { asm volatile("cp.async.wait_group %0;" :: "n"(N) : "memory"); }
-#else
+""" + ASYNC_GROUPS + r"""#else
 typedef vec_t* shared_at;
 inline shared_at shared_address(vec_t* p) { return p; }
 inline shared_at cells_on(shared_at at, int cells) { return at + cells; }

@@ -58,7 +58,7 @@ def sources(case_id: str) -> list[tuple[str, str]]:
     if case.stencil.time_steps > 1 and case.precision == "f32":
         made += [(label, render(case, **params)[0]) for label, params, render in temporal_sweep.pair_variants(case)]
         made += [(label, render(case, **params)[0])
-                 for label, params, render in temporal_sweep.cluster_variants(case, "signal", (False, True))]
+                 for label, params, render in temporal_sweep.cluster_variants(case, "signal", (False, True), (128, 256))]
     return made
 
 
