@@ -63,7 +63,8 @@ def count(source: str, nvdisasm: str) -> dict:
                                capture_output=True, text=True, check=True)
         registers = int(re.search(r"Used (\d+) registers", built.stderr).group(1))
         disassembly = subprocess.run([nvdisasm, "-c", str(cubin)], capture_output=True, text=True, check=True).stdout
-    return {"registers": registers, "loops": loops(disassembly)}
+    spilled = int(re.search(r"(\d+) bytes spill stores", built.stderr).group(1))
+    return {"registers": registers, "spill_store_bytes": spilled, "loops": loops(disassembly)}
 
 
 def main() -> int:

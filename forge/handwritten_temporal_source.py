@@ -26,7 +26,7 @@ def variant(template: str, shuffle: bool, skip: bool, min_blocks: int, pair: boo
       iterations a body with no per-step test of whether its plane is in the chunk: in the SASS of the main loop (`nvcc
       -arch=sm_90`, nvdisasm) 25.0 instructions a point and step at T = 4 (96 x 32) and 18.8 at T = 8 (64 x 32) as
       gated, of which 7 are the step's adds and multiplies, the rest moves, addresses and predicates; paired, the
-      steady loop takes 22.5 and 12.6 (64 x 32 with shuffles and skipped warps at T = 4: 24.1 -> 17.5)."""
+      steady loop takes 22.5 and 12.6 (docs/benchmarks/sass_designs_s37.json)."""
     edits = []
     if shuffle:
         edits.append(("""                const float* row = reinterpret_cast<const float*>(src + ty * TX);

@@ -29,8 +29,9 @@ converted to halves and stored as pairs.
 
 What it costs, a 256-point warp tile and plane: box_1 18 MMAs, box_2 30 (50 `direct`), star_4 34, star_1 10,
 and 2 `ldmatrix` a dy. Counted in the SASS of the main loop with the aligned paths only (`nvcc -arch=sm_90`,
-nvdisasm; the per-half fallbacks of edge tiles left out): 13.5 instructions a point for box_1, 18.9 for box_2, 12.8
-for star_1 and 17.7 for star_4, against 31 (box_1) and 51 (star_4) in the admitted kernels' loops
+nvdisasm; the per-half fallbacks of edge tiles left out; docs/benchmarks/sass_designs_s37.json): 13.8 instructions
+a point for box_1, 18.9 for box_2, 12.8 for star_1 and 17.6 for star_4, against 31 (box_1) and 51 (star_4) in the
+admitted kernels' loops
 (rows8+lean's vector loop, counted the same way: docs/benchmarks/sass_f16_next_s31.json). Where each copy and store
 goes is worked out once a thread (a 32-bit shared address; 16-byte cp.async of whole cells: the tile starts 4
 columns left of the block's first output on a 16-byte boundary, so block bx owns outputs from 16 WX bx - 4, and
