@@ -246,6 +246,7 @@ def test_a_state_change_of_schema_v1_reads_with_no_code(ledger, suite, tmp_path)
     assert (row.state, row.state_code) == ("BLOCKED", "")
 
 
+@pytest.mark.one_database  # the importer over the real corpus; the SQL is ordinary appends
 @pytest.mark.skipif(not (CORPUS / "benchmarks.yaml").is_file(), reason=f"the HeCBench corpus is not at {CORPUS}")
 def test_the_real_corpus_imports_at_least_100_programs_and_reports_each_of_the_rest_with_a_reason(ledger, tmp_path,
                                                                                                   monkeypatch):
