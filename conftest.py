@@ -52,11 +52,15 @@ def _runs_in_database_pass(item) -> bool:
 # pass takes the `one_database` tests of these folders that start no real worker (`services`): about a fifth of
 # the other pass's time, so that both end at about the same time (docs/testing.md).
 SQLITE_SHARE = ("tests/appgate/", "tests/forge/")
+# Session 38 gave the share test_campaign_schedule.py and the real corpus import (about 60 s), which left the SQLite
+# pass 164 s behind the other (1,304 s against 1,140 s, a fresh clone's run); the protocol ablations that measure
+# (about 50 s there) go back to the other pass to even them (docs/benchmarks/suite_durations_s38.json).
+NOT_SHARED = ("tests/appgate/test_protocol_ablation.py",)
 
 
 def _in_sqlite_share(item) -> bool:
     return (item.get_closest_marker("one_database") is not None and item.get_closest_marker("services") is None
-            and item.nodeid.startswith(SQLITE_SHARE))
+            and item.nodeid.startswith(SQLITE_SHARE) and not item.nodeid.startswith(NOT_SHARED))
 
 
 def _kept(item) -> bool:
