@@ -3,8 +3,8 @@
 `render(case, backend, plan)` turns a `Plan` (forge/kernelgen/plan.py, which documents every
 parameter) into a `measurement.backends.base.Kernel` (source + launch JSON) that follows the kernel
 ABI of measurement/backends/base.py and is correct on every shape for every stencil type and
-precision. The C writer (c_source.py) and the CUDA writer (cuda_source.py) share the offset text of
-terms.py; the levers of forge.levers change one parameter per round.
+precision. The C writer (c_source.py) and the CUDA writer (cuda_source.py, its vector loads in
+cuda_vectors.py) share the offset text of terms.py; the levers of forge.levers change one parameter per round.
 
 Deterministic and offline: the same (case type, precision, plan) always gives the same source
 (shapes are run-time arguments; the source never depends on the case's shape).
@@ -18,7 +18,8 @@ from .c_source import c_source
 from .cuda_source import cuda_source
 from .plan import BACKENDS, CPU_DEFAULTS, CUDA_DEFAULTS, DEFAULTS, Plan, default_plan, effective, validate
 
-__all__ = ["BACKENDS", "CPU_DEFAULTS", "CUDA_DEFAULTS", "DEFAULTS", "Plan", "default_plan", "effective", "render", "validate"]
+__all__ = ["BACKENDS", "CPU_DEFAULTS", "CUDA_DEFAULTS", "DEFAULTS", "Plan", "default_plan", "effective", "render",
+           "validate"]
 
 
 def render(case: Case, backend: str | None = None, plan: Plan | None = None) -> Kernel:

@@ -10,6 +10,7 @@ from measurement.harness.cases import Case
 from measurement.harness.codegen import acc_type, cuda_type, octahedron
 
 from .plan import plan_comment
+from .cuda_vectors import row_windows, vector_rows
 from .terms import grouped, offset_text, offsets3
 
 
@@ -72,29 +73,6 @@ def _cuda_composed_loops(case: Case, p: dict[str, Any]) -> tuple[str, dict[str, 
     ]
     source = "\n".join(line for line in out if line is not None) + "\n"
     return source, {"block": [bx, by, bz], "tile": [bx, by, bz], "shared_bytes": 0}
-
-
-# Raw vector loads of V elements: (unsigned type of the load, loads per vector, elements per load).
-_VEC_RAW = {
-    ("f32", 2): ("uint2", 1), ("f32", 4): ("uint4", 1),
-    ("f64", 2): ("uint4", 1), ("f64", 4): ("uint4", 2),
-    ("f16", 2): ("unsigned int", 1), ("f16", 4): ("uint2", 1),
-}
-_COMPONENTS = {"unsigned int": [""], "uint2": [".x", ".y"], "uint4": [".x", ".y", ".z", ".w"]}
-
-
-def _decode(precision: str, var: str, raw_type: str) -> list[str]:
-    """acc_t expressions of the elements held in raw load `var`."""
-    comps = _COMPONENTS[raw_type]
-    if precision == "f32":
-        return [f"__uint_as_float({var}{c})" for c in comps]
-    if precision == "f64":
-        return [f"__hiloint2double((int){var}{comps[n + 1]}, (int){var}{comps[n]})" for n in range(0, len(comps), 2)]
-    halves = []
-    for c in comps:
-        halves.append(f"__half2float(__ushort_as_half((unsigned short)({var}{c} & 0xffffu)))")
-        halves.append(f"__half2float(__ushort_as_half((unsigned short)({var}{c} >> 16)))")
-    return halves
 
 
 class _CudaGeneral:
@@ -192,51 +170,6 @@ class _CudaGeneral:
             return f"TOACC(tile[({plane} * {sy} + (ty + {R + dy})) * {sx} + (tx * {self.V} + {l + R + dx})])"
 
         return val
-
-    def vector_rows(self, rows: dict[tuple[int, int], tuple[int, int]], rowbase: Callable[[int, int], str], indent: str):
-        """Emit V-wide loads of every row window; return (lines, val) where val reads the registers.
-
-        rows: (dz, dy) -> (min dx, max dx). Vectors start at x0 + V*k (k from floor(min/V) to
-        floor((V-1+max)/V)); each is loaded only when it lies inside the row ([0, nx), nx % V == 0),
-        else its registers stay 0 (they then feed only lanes outside the region)."""
-        V = self.V
-        raw_type, per = _VEC_RAW[(self.prec, V)]
-        per_load = V // per
-        ldg = self.p["ldg"]
-        lines = []
-        names: dict[tuple[int, int], tuple[int, list[str]]] = {}
-        for n, ((dz, dy), (lo, hi)) in enumerate(sorted(rows.items())):
-            k0, k1 = lo // V, (V - 1 + hi) // V
-            regs = []
-            for k in range(k0, k1 + 1):
-                tag = f"{n}_{k - k0}"
-                elems = [f"v{tag}_{e}" for e in range(V)]
-                regs += elems
-                lines.append(f"{indent}acc_t {', '.join(e + ' = 0' for e in elems)};")
-                lines.append(f"{indent}if (x0 + {V * k} >= 0 && x0 + {V * k} < nx) {{")
-                for q in range(per):
-                    ptr = f"u + {rowbase(dz, dy)} + x0 + {V * k + q * per_load}"
-                    load = f"__ldg((const {raw_type}*)({ptr}))" if ldg else f"*(const {raw_type}*)({ptr})"
-                    lines.append(f"{indent}    const {raw_type} r{tag}_{q} = {load};")
-                    for e, expr in enumerate(_decode(self.prec, f"r{tag}_{q}", raw_type)):
-                        lines.append(f"{indent}    {elems[q * per_load + e]} = {expr};")
-                lines.append(f"{indent}}}")
-            names[(dz, dy)] = (k0, regs)
-
-        def val(o, l):
-            dz, dy, dx = o
-            k0, regs = names[(dz, dy)]
-            return regs[l + dx - V * k0]
-
-        return lines, val
-
-    @staticmethod
-    def row_windows(offsets) -> dict[tuple[int, int], tuple[int, int]]:
-        rows: dict[tuple[int, int], tuple[int, int]] = {}
-        for dz, dy, dx in offsets:
-            lo, hi = rows.get((dz, dy), (dx, dx))
-            rows[(dz, dy)] = (min(lo, dx), max(hi, dx))
-        return rows
 
     # -- the kernel
 
@@ -336,8 +269,9 @@ class _CudaGeneral:
             out += self.store_lines("zz", "acc", "    ")
             return out
         out += [f"    acc_t {', '.join(f'acc{l} = 0' for l in self.lanes())};", *self.vector_guard()]
-        rows = self.row_windows([o for o, _, _ in terms])
-        load_lines, vval = self.vector_rows(rows, lambda dz, dy: f"((zz + {dz}) * ny + (yy + {dy})) * nx", "        ")
+        rows = row_windows([o for o, _, _ in terms])
+        load_lines, vval = vector_rows(self.prec, self.V, self.p["ldg"], rows,
+                                       lambda dz, dy: f"((zz + {dz}) * ny + (yy + {dy})) * nx", "        ")
         out += load_lines
         out += self.sum_lines(terms, vval, "acc", "        ", declare=False)
         out += ["    } else {"]
@@ -391,8 +325,9 @@ class _CudaGeneral:
             else:
                 out += ["    " + line for line in self.vector_guard()]
                 K = J + "    "
-                rows = self.row_windows([(0, o[1], o[2]) for o, _, _ in self.terms])
-                load_lines, vval = self.vector_rows(rows, lambda dz, dy: f"(p * ny + (yy + {dy})) * nx", K)
+                rows = row_windows([(0, o[1], o[2]) for o, _, _ in self.terms])
+                load_lines, vval = vector_rows(self.prec, self.V, self.p["ldg"], rows,
+                                               lambda dz, dy: f"(p * ny + (yy + {dy})) * nx", K)
                 out += load_lines
                 for d in range(R + 1):
                     out += self.sum_lines(by_d[d], vval, f"p{d}_", K, declare=False)
