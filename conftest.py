@@ -52,17 +52,11 @@ def _runs_in_database_pass(item) -> bool:
 # pass takes the `one_database` tests of these folders that start no real worker (`services`): about a fifth of
 # the other pass's time, so that both end at about the same time (docs/testing.md).
 SQLITE_SHARE = ("tests/appgate/", "tests/forge/")
-# Session 38's one_database marks (test_campaign_schedule.py, the real corpus import: now only in this share) took their
-# second run off the other pass, which then ended 164 s before this one (1,140 s against 1,304 s, a fresh clone's
-# run); the protocol ablations that measure
-# (about 50 s there) go back to the other pass to even them (docs/benchmarks/suite_durations_s38.json). The next fresh
-# clone did not end sooner (docs/benchmarks/ci_time_s38.json): within this machine's noise, so it stays until CI says.
-NOT_SHARED = ("tests/appgate/test_protocol_ablation.py",)
 
 
 def _in_sqlite_share(item) -> bool:
     return (item.get_closest_marker("one_database") is not None and item.get_closest_marker("services") is None
-            and item.nodeid.startswith(SQLITE_SHARE) and not item.nodeid.startswith(NOT_SHARED))
+            and item.nodeid.startswith(SQLITE_SHARE))
 
 
 def _kept(item) -> bool:
