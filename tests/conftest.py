@@ -1,14 +1,18 @@
 import os
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 
 from ledger.db_guard import install_guards, remove_guards
 from ledger.models import Event
 from ledger.records import RecordedEvent
 from ledger.selectors import stream_events
 from ledger.services import NewEvent, append, initialise_ledger, record_from_row
+from ledger.transfer import import_ledger
+
+H200_CAMPAIGN = Path(__file__).resolve().parents[1] / "fixtures" / "ledgers" / "h200_campaign.jsonl"
 
 
 def erase_ledger() -> None:
@@ -28,6 +32,37 @@ def erase_ledger() -> None:
 def ledger(db):
     """An initialised ledger (rolled back after the test)."""
     return initialise_ledger("test ledger", "user:test")
+
+
+@pytest.fixture(scope="module")
+def h200_campaign_module(django_db_setup, django_db_blocker):
+    """The shipped H200 export imported once for a whole module, as `./dev run`'s seed imports it.
+
+    An import takes 10-16 s of a loaded CI core (docs/testing.md, session 38); a module of tests that
+    read it would pay that per test. The import runs in a transaction the module's end rolls back,
+    and each test's own `db` transaction nests in it as a savepoint that is rolled back after the
+    test, so every test still sees exactly the import and nothing a test before it wrote. Not for
+    `transactional_db` tests or ones that start other processes: nothing here is committed, and
+    on PostgreSQL the chain's advisory lock is held until the module ends."""
+    with django_db_blocker.unblock():
+        module_transaction = transaction.atomic()
+        module_transaction.__enter__()
+        try:
+            initialise_ledger("test ledger", "user:test")
+            import_ledger(H200_CAMPAIGN, "user:test")
+        except BaseException as error:
+            transaction.set_rollback(True)
+            module_transaction.__exit__(type(error), error, error.__traceback__)
+            raise
+    yield
+    with django_db_blocker.unblock():
+        transaction.set_rollback(True)
+        module_transaction.__exit__(None, None, None)
+
+
+@pytest.fixture
+def h200_campaign(h200_campaign_module, db):
+    """The shipped H200 export, imported once a module (`h200_campaign_module`); this test's writes roll back."""
 
 
 @pytest.fixture

@@ -6,22 +6,16 @@ from pathlib import Path
 
 import pytest
 
-from ledger.transfer import import_ledger
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import forge_campaign  # noqa: E402
 
-# forging logic over the shipped 4,126-event export, imported per test; its SQL is ordinary appends and reads
+# forging logic over the shipped 4,126-event export, imported once (tests/conftest.py h200_campaign); its SQL is ordinary appends and reads
 pytestmark = pytest.mark.one_database
 
 LEVERS = object()
-
-
-@pytest.fixture
-def campaign_ledger(ledger):
-    import_ledger(ROOT / "fixtures" / "ledgers" / "h200_campaign.jsonl", "user:test")
 
 
 def subject(case: str, number: int, first: int = 2, subjects: list[str] | None = None) -> str:
@@ -29,7 +23,7 @@ def subject(case: str, number: int, first: int = 2, subjects: list[str] | None =
     return "levers" if proposer is LEVERS else (name, proposer.subject.split(":")[0])
 
 
-def test_untried_hand_written_candidates_come_first_then_the_levers(campaign_ledger):
+def test_untried_hand_written_candidates_come_first_then_the_levers(h200_campaign):
     # star_1/64x1024^2 f32: rows16 gated on the H200; rows8 and short4 were not
     assert subject("star_1/64x1024x1024/f32", 1, first=1) == ("external", "rows8")
     # star_1/512^3 f16: rows16, rows8, short4 and pipe (T = 1, session 16) all gated, and planes in
@@ -49,7 +43,7 @@ def test_untried_hand_written_candidates_come_first_then_the_levers(campaign_led
     assert subject("diamond_ts8/512x512x512/f32", 1, first=1) == "levers"
 
 
-def test_subjects_narrow_the_hand_written_candidates_to_those_a_sweep_pointed_at(campaign_ledger):
+def test_subjects_narrow_the_hand_written_candidates_to_those_a_sweep_pointed_at(h200_campaign):
     """star2d_1/8192^2 f32: short4 is next in order, which the march sweep measured level with the
     standing kernel (handwritten_march_h200_s28.json); --subjects skips to the named ones, in order.
     short4+alternate was gated in session 29 (h200_campaign_s29.log): named alone, the levers go on."""
@@ -60,7 +54,7 @@ def test_subjects_narrow_the_hand_written_candidates_to_those_a_sweep_pointed_at
     assert subject("star2d_1/8192x8192/f32", 1, first=1, subjects=["short4+alternate"]) == "levers"
 
 
-def test_a_subject_named_for_one_case_holds_for_that_case_alone(campaign_ledger):
+def test_a_subject_named_for_one_case_holds_for_that_case_alone(h200_campaign):
     """CASE=NAME: each case its own sweep's pick in one campaign; other cases fall to the levers."""
     # session 31 gated rows8+lean on both (h200_campaign_lean_s31.log); these two were not
     chosen = ["star_2/512x512x512/f32=rows16+lean", "star_4/512x512x512/f16=short4+lean"]
@@ -69,7 +63,7 @@ def test_a_subject_named_for_one_case_holds_for_that_case_alone(campaign_ledger)
     assert subject("star_2/256x256x256/f32", 1, first=1, subjects=chosen) == "levers"
 
 
-def test_the_levers_go_on_when_every_hand_written_candidate_was_gated(campaign_ledger, monkeypatch):
+def test_the_levers_go_on_when_every_hand_written_candidate_was_gated(h200_campaign, monkeypatch):
     import forge.candidates
 
     offered = forge.candidates.matrix_candidates
@@ -77,9 +71,10 @@ def test_the_levers_go_on_when_every_hand_written_candidate_was_gated(campaign_l
     assert subject("star_1/512x512x512/f32", 1, first=1) == "levers"
 
 
-def test_round_one_stays_with_the_levers_by_default(ledger):
+def test_round_one_stays_with_the_levers_by_default(h200_campaign):
     assert subject("star_1/512x512x512/f32", 1) == "levers"
-    assert subject("star_1/512x512x512/f32", 2) == ("external", "rows16")
+    # by default the hand-written candidates start at round 2: what round 1 gets when they start there
+    assert subject("star_1/512x512x512/f32", 2) == subject("star_1/512x512x512/f32", 1, first=1) == ("external", "rows8+alternate")
 
 
 def test_the_generator_still_renders_the_gated_sources():

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from ledger.transfer import import_ledger
 from measurement.reruns import RerunOutcome, record_matrix_rerun
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -63,12 +62,6 @@ def stated_in_markdown() -> dict[str, dict]:
     }
 
 
-@pytest.fixture
-def seeded(ledger):
-    """The shipped H200 campaign imported, as `./dev run`'s seed imports it (seed_demo)."""
-    import_ledger(ROOT / CAMPAIGN, "user:test")
-
-
 def gpu_card(client) -> dict:
     cards = client.get("/api/targets/").json()
     assert "gpu_edges" not in {card["matrix"] for card in cards}  # edge shapes are no matrix of their own
@@ -84,7 +77,7 @@ def scorecard_rows(page: str, table_id: str) -> dict[str, str]:
     return {name: re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", " ", row))).strip() for name, row in rows}
 
 
-def test_the_api_states_each_target_as_the_generated_table_does(seeded, client):
+def test_the_api_states_each_target_as_the_generated_table_does(h200_campaign, client):
     stated = stated_in_markdown()
     card = gpu_card(client)
     targets = {t["name"]: t for t in card["targets"]}
@@ -115,7 +108,7 @@ def test_the_api_states_each_target_as_the_generated_table_does(seeded, client):
         assert targets["rerun_seconds"]["measured"] == "not recorded: no MatrixRerunFinished of a whole re-run"
 
 
-def test_the_operator_page_and_the_dashboard_show_the_scorecard(seeded, client):
+def test_the_operator_page_and_the_dashboard_show_the_scorecard(h200_campaign, client):
     targets = {t["name"]: t for t in gpu_card(client)["targets"]}
     operators = client.get("/operators/").content.decode()
     full = scorecard_rows(operators, "targets-cuda-gpu")
@@ -138,7 +131,7 @@ def test_the_operator_page_and_the_dashboard_show_the_scorecard(seeded, client):
     assert "targets-cuda-gpu_edges" not in dashboard and "targets-cuda-gpu_edges" not in operators
 
 
-def test_a_whole_rerun_recorded_states_its_time_and_the_newest_decides(seeded, client):
+def test_a_whole_rerun_recorded_states_its_time_and_the_newest_decides(h200_campaign, client):
     standing = [row["case"] for row in client.get("/api/tables/operator-cases/", {"backend": "cuda", "matrix": "gpu"}).json()
                 if row["status"] in ("admitted", "downgraded")]
     outcomes = [RerunOutcome(case, 1.5, 6.0, verdict="reconfirmed") for case in standing]
