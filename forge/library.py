@@ -4,7 +4,8 @@ A read-only service over the ledger's projections (selectors style: plain functi
 writes). Given a case (and backend, and for CUDA optionally the architecture), `lookup`
 returns a `ForgedKernel`: the operator gate's admitted kernel for that exact case, or, when
 the case itself has none, the kernel of the sealed operator-map cell of the same stencil type,
-precision and backend nearest in shape. `ForgedKernel.run` runs it on host arrays through the
+precision and backend nearest in shape (which kernels qualify, and in what order:
+forge/library_offers.py). `ForgedKernel.run` runs it on host arrays through the
 measurement backend interface. `run_forged` does both from the arrays alone.
 
 Why another shape may be served: kernels in this project take nz, ny, nx at run time, and the
@@ -28,20 +29,23 @@ from typing import Any
 
 import numpy as np
 
-from ledger.models import Event
-from ledger.records import RecordedEvent
 from measurement.backends import BACKENDS, get_backend
 from measurement.backends.base import Kernel, Variant, unwritten
 from measurement.harness.cases import PRECISIONS, Case, CaseError, parse_case
 from measurement.models import OperatorResult
 from measurement.services import result_key
 
+from .library_offers import (
+    STANDING,
+    Offer,
+    architecture_label,
+    architecture_matches,
+    measured_architecture,
+    ranked_offers,
+    verdict_standing,
+)
 from .models import MapCell
 
-STANDING = ("admitted", "downgraded")
-EXACT_CASE = "exact_case"
-EXACT_SHAPE_CELL = "exact_shape_cell"
-NEAREST_SHAPE_CELL = "nearest_shape_cell"
 COEFFICIENT_SETS_KEPT = 8
 
 
@@ -207,11 +211,11 @@ def lookup(case: str | Case, backend: str = "cpu", architecture: str | None = No
     wanted = case if isinstance(case, Case) else parse_case(case)
     if backend not in BACKENDS:
         raise ValueError(f"unknown backend {backend!r}; use one of {', '.join(BACKENDS)}")
-    offers = _offers(wanted, backend)
+    offers = ranked_offers(wanted, backend)
     for offer in offers:
-        measured_on = _architecture(offer.verdict)
+        measured_on = measured_architecture(offer.verdict)
         if architecture is None or architecture_matches(measured_on, architecture):
-            return offer.forged(wanted, backend, measured_on)
+            return _forged(offer, wanted, backend, measured_on)
     raise _no_kernel(wanted, backend, architecture, offers)
 
 
@@ -235,181 +239,24 @@ def run_forged(stencil_type: str, inputs: Mapping[str, np.ndarray], backend: str
     return lookup(case, backend, architecture).run(inputs, coefficients)
 
 
-@dataclass(frozen=True)
-class _Offer:
-    """One kernel that could be served, before the architecture filter."""
-
-    case: str
-    source: str
-    launch: dict[str, Any]
-    source_hash: str
-    verdict_event: str
-    status: str
-    speedup: float | None
-    verdict: dict[str, Any]  # the GateVerdict payload that admitted it
-    dispatch: str
-    reason: str
-    cell: str | None = None
-
-    def forged(self, wanted: Case, backend: str, measured_on: dict[str, Any]) -> ForgedKernel:
-        return ForgedKernel(
-            requested=wanted.id, case=self.case, backend=backend, source=self.source,
-            launch=dict(self.launch), source_hash=self.source_hash, verdict_event=self.verdict_event,
-            status=self.status, speedup=self.speedup, bound=self.verdict.get("bound"), dispatch=self.dispatch,
-            reason=f"{self.reason}; measured on {architecture_label(measured_on)}", cell=self.cell,
-            architecture=measured_on,
-        )
-
-
-def _offers(wanted: Case, backend: str) -> list[_Offer]:
-    """Every kernel that may be served for `wanted`, best first (the exact case, then by shape)."""
-    offers = []
-    exact = _exact_offer(wanted, backend)
-    if exact is not None:
-        offers.append(exact)
-    ranked = sorted(_standing_cells(wanted, backend), key=lambda cell: shape_distance(wanted, parse_case(cell.case)) + (cell.case,))
-    offers.extend(_cell_offer(wanted, cell) for cell in ranked)
-    seen: set[str] = set()
-    unique = []
-    for offer in offers:  # the exact case's own sealed cell may hold the same verdict
-        if offer is not None and offer.verdict_event not in seen:
-            seen.add(offer.verdict_event)
-            unique.append(offer)
-    return unique
-
-
-def _exact_offer(wanted: Case, backend: str) -> _Offer | None:
-    row = OperatorResult.objects.filter(result=result_key(backend, wanted.id), status__in=STANDING).first()
-    verdict = _event_data(row.verdict_event) if row else None
-    if row is None or verdict is None:
-        return None
-    return _Offer(case=row.case, source=row.source, launch=row.launch, source_hash=row.source_hash,
-                  verdict_event=row.verdict_event, status=row.status, speedup=row.speedup, verdict=verdict,
-                  dispatch=EXACT_CASE, reason=f"the operator gate admitted this kernel for {row.case} itself")
-
-
-def _cell_offer(wanted: Case, cell: MapCell) -> _Offer | None:
-    standing = verdict_standing(cell.backend, cell.case).get(cell.verdict_event)
-    if standing is None:
-        return None
-    status, speedup, verdict = standing
-    if cell.case == wanted.id:
-        dispatch, reason = EXACT_SHAPE_CELL, f"sealed map cell {cell.key} has this exact case"
-    else:
-        other = parse_case(cell.case)
-        dispatch = NEAREST_SHAPE_CELL
-        reason = (f"no kernel of {wanted.id} itself qualified; nearest sealed shape of {wanted.type} "
-                  f"{wanted.precision} on {cell.backend} is {cell.case} ({other.points / wanted.points:.3g}x the "
-                  f"points); kernels take nz, ny, nx at run time and the gate checked this one on an odd shape too")
-    return _Offer(case=cell.case, source=cell.source, launch=cell.launch, source_hash=cell.source_hash,
-                  verdict_event=cell.verdict_event, status=status, speedup=speedup, verdict=verdict,
-                  dispatch=dispatch, reason=reason, cell=cell.key)
-
-
-def _same_kind_cells(wanted: Case, backend: str) -> list[MapCell]:
-    """Sealed cells of the same stencil type on this backend (any precision)."""
-    return [cell for cell in MapCell.objects.filter(backend=backend).order_by("case") if _type_of(cell.case) == wanted.type]
-
-
-def _standing_cells(wanted: Case, backend: str) -> list[MapCell]:
-    """Cells of the same type and precision whose case's headline result still stands."""
-    cells = [c for c in _same_kind_cells(wanted, backend) if parse_case(c.case).precision == wanted.precision and c.verdict_event]
-    standing = set(OperatorResult.objects.filter(result__in=[result_key(backend, c.case) for c in cells], status__in=STANDING)
-                   .values_list("case", flat=True))
-    return [cell for cell in cells if cell.case in standing]
-
-
-def _type_of(case_id: str) -> str:
-    return case_id.split("/", 1)[0]
-
-
-def shape_distance(a: Case, b: Case) -> tuple[float, float]:
-    """(|log2 points ratio|, aspect distance): how far apart two shapes of one type are.
-
-    Aspect distance: the sum over axes of the difference of log2 extents once each shape's
-    mean log2 extent is removed, so 64x64x64 and 32x32x32 have aspect distance 0 and 16x128x128
-    is far from both. Rounded so that float noise cannot reorder equal distances.
-    """
-    la, lb = np.log2(np.array(a.shape, dtype=float)), np.log2(np.array(b.shape, dtype=float))
-    points = abs(float(la.sum() - lb.sum()))
-    aspect = float(np.abs((la - la.mean()) - (lb - lb.mean())).sum())
-    return round(points, 9), round(aspect, 9)
-
-
-def verdict_standing(backend: str, case_id: str) -> dict[str, tuple[str, float | None, dict[str, Any]]]:
-    """Every admitting verdict of a (backend, case) and how it stands now: status, speedup, payload.
-
-    Replays the result stream's GateVerdict / ResultRetracted / ResultDowngraded events. A
-    revision names the verdict it revises (`revises`); one without it applies to the verdict
-    standing at that point of the stream, as the operator_results projection does. Retracted
-    verdicts are left out, so a sealed cell whose kernel was retracted is never served even
-    after its case admitted another kernel.
-    """
-    states: dict[str, list] = {}
-    current = None
-    events = Event.objects.filter(stream=result_key(backend, case_id),
-                                  type__in=["GateVerdict", "ResultRetracted", "ResultDowngraded"]).order_by("position")
-    for row in events:
-        event = RecordedEvent.from_body(row.body, row.prev_hash, row.hash)
-        data = event.data
-        if event.type == "GateVerdict":
-            if data["verdict"] == "admitted":
-                current = event.event_id
-                states[current] = ["admitted", data.get("speedup"), data]
-            continue
-        target = states.get(data.get("revises") or current)
-        if target is None or target[0] == "retracted":
-            continue
-        if event.type == "ResultRetracted":
-            target[0] = "retracted"
-        else:
-            target[0], target[1] = "downgraded", data["to_value"]
-    return {key: (s[0], s[1], s[2]) for key, s in states.items() if s[0] in STANDING}
-
-
-def _event_data(event_id: str | None) -> dict[str, Any] | None:
-    if not event_id:
-        return None
-    row = Event.objects.filter(event_id=event_id).first()
-    return RecordedEvent.from_body(row.body, row.prev_hash, row.hash).data if row else None
-
-
-# ---------------------------------------------------------------- architecture
-
-
-def _architecture(verdict: dict[str, Any]) -> dict[str, Any]:
-    """Where the verdict's evidence was measured: the CandidateMeasured backend description."""
-    measured = _event_data(verdict.get("measurement")) or {}
-    description = measured.get("description") or {}
-    return {"device": description.get("device"), "compute_capability": description.get("compute_capability")}
-
-
-def architecture_label(architecture: Mapping[str, Any]) -> str:
-    device = architecture.get("device") or "an unrecorded device"
-    capability = architecture.get("compute_capability")
-    return f"{device} (compute capability {capability})" if capability else str(device)
-
-
-def architecture_matches(architecture: Mapping[str, Any], wanted: str) -> bool:
-    """`wanted` names the device ("NVIDIA H200", a CPU model) or the capability ("9.0", "sm_90", "90")."""
-    names = set()
-    if architecture.get("device"):
-        names.add(str(architecture["device"]).strip().lower())
-    capability = architecture.get("compute_capability")
-    if capability:
-        compact = str(capability).replace(".", "")
-        names.update({str(capability), compact, f"sm_{compact}"})
-    return wanted.strip().lower() in names
+def _forged(offer: Offer, wanted: Case, backend: str, measured_on: dict[str, Any]) -> ForgedKernel:
+    return ForgedKernel(
+        requested=wanted.id, case=offer.case, backend=backend, source=offer.source,
+        launch=dict(offer.launch), source_hash=offer.source_hash, verdict_event=offer.verdict_event,
+        status=offer.status, speedup=offer.speedup, bound=offer.verdict.get("bound"), dispatch=offer.dispatch,
+        reason=f"{offer.reason}; measured on {architecture_label(measured_on)}", cell=offer.cell,
+        architecture=measured_on,
+    )
 
 
 # ---------------------------------------------------------------- the error
 
 
-def _no_kernel(wanted: Case, backend: str, architecture: str | None, offers: list[_Offer]) -> NoForgedKernel:
+def _no_kernel(wanted: Case, backend: str, architecture: str | None, offers: list[Offer]) -> NoForgedKernel:
     available = available_kernels(wanted.type, backend)
     lines = [f"no forged kernel for {wanted.id} on {backend}" + (f" measured on {architecture!r}" if architecture else "") + "."]
     if architecture and offers:
-        seen = sorted({architecture_label(_architecture(o.verdict)) for o in offers})
+        seen = sorted({architecture_label(measured_architecture(o.verdict)) for o in offers})
         lines.append(f"Kernels that would qualify were measured on: {'; '.join(seen)}.")
     own = OperatorResult.objects.filter(result=result_key(backend, wanted.id)).first()
     if own is not None and own.status not in STANDING:

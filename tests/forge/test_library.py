@@ -5,14 +5,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from forge.library import (
-    EXACT_CASE,
-    NEAREST_SHAPE_CELL,
-    NoForgedKernel,
-    lookup,
-    run_forged,
-    verdict_standing,
-)
+from forge.library import NoForgedKernel, lookup, run_forged
+from forge.library_offers import EXACT_CASE, NEAREST_SHAPE_CELL, verdict_standing
 from forge.models import MapCell
 from forge.selectors import straightforward_kernel
 from forge.services import start_campaign
