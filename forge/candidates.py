@@ -9,6 +9,7 @@ from .handwritten import default_chunk, render, render_temporal
 from .handwritten_planes import candidate as planes_candidate
 from .handwritten_planes import producer_candidate
 from .handwritten_temporal import candidate as pipe_candidate
+from .handwritten_temporal import pair_candidates
 
 
 def rows8_fits(case: Case) -> bool:
@@ -36,7 +37,8 @@ def matrix_candidates(case: Case) -> list[tuple[str, dict, str, str]]:
     17 cases) are not offered: 16- or 32-row blocks and two vectors per thread were slower than
     rows16 or within 1%; 2-4x longer or shorter chunks gained at most 3.6% and lost up to 30%. Temporal types
     (T > 1) get `octa`, the composed octahedron through the plane queue (render_temporal), then in f32
-    `pipe`, the T steps pipelined on chip (forge/handwritten_temporal.py). star_1 and varcoef_star_1
+    `pipe`, the T steps pipelined on chip (forge/handwritten_temporal.py), and up to T = 4 its two-iterations-a-body
+    variants (`pair_candidates`, session 39). star_1 and varcoef_star_1
     in f16 get `pipe` with T = 1 last: the z march with shared in-plane neighbours and no register
     queue, after rows16/rows8/short4 all lost to the fair f16 kernel (the issue-15 re-gate). The
     3D constant-coefficient star stencils (star_R) get `planes` last (forge/handwritten_planes.py):
@@ -51,7 +53,7 @@ def matrix_candidates(case: Case) -> list[tuple[str, dict, str, str]]:
         source, launch, hypothesis = render_temporal(case)
         made = [(f"octa: hand-written composed octahedron, pair sums, {launch['tile'][0] // 32} x-points per thread",
                  launch, hypothesis, source)]
-        return made + ([pipe_candidate(case)] if case.precision == "f32" else [])
+        return made + ([pipe_candidate(case)] if case.precision == "f32" else []) + pair_candidates(case)
     chunk = default_chunk(case, 1)
     source, launch, hypothesis = render(case, chunk=chunk)
     made = [(f"rows16: hand-written plane queue, {launch['tile'][0] // 32} x-points per thread", launch, hypothesis, source)]

@@ -146,6 +146,33 @@ def candidate(case: Case) -> tuple[str, dict, str, str]:
     return f"pipe: {what}, {width}x{height} tiles, {chunk} planes a block{changes}", launch, hypothesis, source
 
 
+def pair_candidates(case: Case) -> list[tuple[str, dict, str, str]]:
+    """`pipe` marching two iterations a body (`pair`: the two phases' plane addresses and queue slots
+    are constants, no queue moves), for 1 < T <= 4 in f32, where session 39's H200 sweep measured it
+    ahead of every admitted kernel (docs/benchmarks/temporal_pair_h200_s39.json, each variant beside the
+    composed bound and the admitted kernel in the same passes): at the pipe candidate's own tile and
+    chunk (`pipe+pair`; diamond_ts4/256^3 at 96 x 32 L64 with skipped warps, 1.623x the composed
+    bound against the admitted kernel's 1.557x) and at 64 x 24 tiles with shuffles and skipped warps,
+    the chunk by `chunk_cost` (`pipe64x24+pair`; diamond_ts4/512^3 at L128, 1.801x against 1.574x).
+    Not offered at T = 8: the sweep did not reach diamond_ts8 within its call."""
+    t = case.stencil.time_steps
+    if case.precision != "f32" or not 1 < t <= 4:
+        return []
+    width, height, chunk = default_parameters(case)
+    narrow = (64, 24, min((c for c in (16, 32, 64, 128, 256, 512) if c < case.shape[0] and waves(case, 64, 24, c) >= 1),
+                          key=lambda c: (chunk_cost(case, 64, 24, c), -c), default=16))
+    made = []
+    for name, (w, h, length) in (("pipe+pair", (width, height, chunk)), ("pipe64x24+pair", narrow)):
+        shuffle = shuffles_fit(w // V, h)
+        source, launch, hypothesis = render_pipe(case, w, h, length, shuffle=shuffle, skip=True, pair=True)
+        hypothesis += (" Marching two iterations a body, each phase's plane addresses and queue slots constants: "
+                       "fewer instructions an iteration (temporal_pair_h200_s39.json).")
+        made.append((f"{name}: 3.5-D pipeline of the {t} steps, {w}x{h} tiles, {length} planes a block, "
+                     f"{'x neighbours by shuffles, ' if shuffle else ''}idle warps skip steps, two iterations a body",
+                     launch, hypothesis, source))
+    return made
+
+
 def shuffles_fit(lanes: int, rows: int) -> bool:
     """Whether a block of `rows` rows of `lanes` threads can take its x neighbours by warp shuffles:
     a row must be a power-of-two segment of a warp (__shfl_*_sync's width) and the block whole warps."""

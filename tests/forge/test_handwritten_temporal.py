@@ -5,12 +5,15 @@ chunks at the far edges), on the vector and the per-lane scalar path, judged lik
 checks (tests/forge/test_handwritten.py's `judged`)."""
 from __future__ import annotations
 
+import json
 import shutil
+import sys
+from pathlib import Path
 
 import pytest
 
 from forge.candidates import matrix_candidates
-from forge.handwritten_temporal import check_parameters, default_parameters, render_pipe
+from forge.handwritten_temporal import check_parameters, default_parameters, pair_candidates, render_pipe
 from measurement.harness.cases import parse_case
 from measurement.harness.codegen import DEFAULT_CUDA_LAUNCH, straightforward_cuda
 from measurement.harness.oracle import FLOOR_FACTOR, TOLERANCE
@@ -136,9 +139,28 @@ def test_parameters_that_leave_no_output_or_overflow_shared_memory_are_refused()
 def test_campaigns_offer_the_pipeline_after_the_octahedron_and_to_f16_star_1_before_planes():
     offered = [c[0].split(":")[0] for c in matrix_candidates(parse_case("diamond_ts8/512x512x512/f32"))]
     assert offered == ["octa", "pipe"]
-    assert [c[0].split(":")[0] for c in matrix_candidates(parse_case("diamond_ts4/256x256x256/f32"))] == ["octa", "pipe"]
+    # up to T = 4 also the march two iterations a body (session 39's sweep), at the pipe's tile and at 64 x 24
+    assert [c[0].split(":")[0] for c in matrix_candidates(parse_case("diamond_ts4/256x256x256/f32"))] == [
+        "octa", "pipe", "pipe+pair", "pipe64x24+pair"]
     assert default_parameters(parse_case("diamond_ts8/512x512x512/f32")) == (64, 32, 128)
     offered = [c[0].split(":")[0] for c in matrix_candidates(parse_case("star_1/512x512x512/f16"))]
     assert offered[:5] == ["rows16", "rows8", "short4", "pipe", "planes"]  # then the marching-down variants
     assert "pipe" not in [c[0].split(":")[0] for c in matrix_candidates(parse_case("star_1/512x512x512/f32"))]
     assert default_parameters(parse_case("diamond_ts4/256x256x256/f32")) == (96, 32, 64)
+
+
+def test_the_paired_candidates_are_the_kernels_the_h200_sweep_timed_fastest():
+    """What a campaign gates is byte for byte what session 39's sweep timed (docs/benchmarks/temporal_pair_h200_s39.json):
+    each diamond_ts4 case's fastest variant is one of its `pair_candidates`."""
+    root = Path(__file__).resolve().parents[2]
+    sys.path.insert(0, str(root / "benchmarks"))
+    import temporal_sweep
+
+    sweep = json.loads((root / "docs" / "benchmarks" / "temporal_pair_h200_s39.json").read_text())
+    ts4 = [row for row in sweep["cases"] if row["case"].startswith("diamond_ts4/")]
+    assert len(ts4) == 2
+    for row in ts4:
+        case = parse_case(row["case"])
+        (params,) = [p for label, p, _ in temporal_sweep.pair_variants(case) if label == row["best"]]
+        source, launch, _ = render_pipe(case, **params)
+        assert (source, launch) in [(c[3], c[1]) for c in pair_candidates(case)], row["best"]
