@@ -158,11 +158,8 @@ def pair_candidates(case: Case) -> list[tuple[str, dict, str, str]]:
     t = case.stencil.time_steps
     if case.precision != "f32" or not 1 < t <= 4:
         return []
-    width, height, chunk = default_parameters(case)
-    narrow = (64, 24, min((c for c in (16, 32, 64, 128, 256, 512) if c < case.shape[0] and waves(case, 64, 24, c) >= 1),
-                          key=lambda c: (chunk_cost(case, 64, 24, c), -c), default=16))
     made = []
-    for name, (w, h, length) in (("pipe+pair", (width, height, chunk)), ("pipe64x24+pair", narrow)):
+    for name, (w, h, length) in (("pipe+pair", default_parameters(case)), ("pipe64x24+pair", (64, 24, best_chunk(case, 64, 24)))):
         shuffle = shuffles_fit(w // V, h)
         source, launch, hypothesis = render_pipe(case, w, h, length, shuffle=shuffle, skip=True, pair=True)
         hypothesis += (" Marching two iterations a body, each phase's plane addresses and queue slots constants: "
@@ -188,10 +185,15 @@ def default_parameters(case: Case) -> tuple[int, int, int]:
     T = 1 keeps two waves, the rule its f16 rounds were gated under."""
     t = case.stencil.time_steps
     width, height = (96, 32) if 1 < t <= 4 else (128, 24) if t == 1 else (64, 32)  # T = 1: a 4-point x halo, so wider
+    return width, height, best_chunk(case, width, height)
+
+
+def best_chunk(case: Case, width: int, height: int) -> int:
+    """The chunk of least `chunk_cost` among those that fill the SMs with width x height tiles (`default_parameters`)."""
     chunks = [c for c in (16, 32, 64, 128, 256, 512) if c < case.shape[0]] or [16]
-    least = 1 if t > 1 else 2  # below one wave, or a lone partial second one, SMs idle
+    least = 1 if case.stencil.time_steps > 1 else 2  # below one wave, or a lone partial second one, SMs idle
     full = [c for c in chunks if waves(case, width, height, c) >= least] or chunks[:1]
-    return width, height, min(full, key=lambda c: (chunk_cost(case, width, height, c), -c))
+    return min(full, key=lambda c: (chunk_cost(case, width, height, c), -c))
 
 
 def chunk_cost(case: Case, width: int, height: int, chunk: int) -> float:

@@ -44,20 +44,12 @@ def h200_campaign_module(django_db_setup, django_db_blocker):
     test, so every test still sees exactly the import and nothing a test before it wrote. Not for
     `transactional_db` tests or ones that start other processes: nothing here is committed, and
     on PostgreSQL the chain's advisory lock is held until the module ends."""
-    with django_db_blocker.unblock():
-        module_transaction = transaction.atomic()
-        module_transaction.__enter__()
-        try:
-            initialise_ledger("test ledger", "user:test")
-            import_ledger(H200_CAMPAIGN, "user:test")
-        except BaseException as error:
-            transaction.set_rollback(True)
-            module_transaction.__exit__(type(error), error, error.__traceback__)
-            raise
-    yield
-    with django_db_blocker.unblock():
+    with django_db_blocker.unblock(), transaction.atomic():
+        initialise_ledger("test ledger", "user:test")
+        import_ledger(H200_CAMPAIGN, "user:test")
+        with django_db_blocker.block():  # between, only a test that asks for `db` reaches the database
+            yield
         transaction.set_rollback(True)
-        module_transaction.__exit__(None, None, None)
 
 
 @pytest.fixture
