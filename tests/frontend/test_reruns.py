@@ -43,9 +43,8 @@ QUICK_FIELDS = {"passes": QUICK.passes, "launches": QUICK.launches, "warmup": QU
 # The honest kernel, doing its whole work n * n times on its n-th call, so the pass medians of any timing
 # drift far apart. A real kernel whose timing varies deliberately: the measurement is noisy on any machine, and
 # every output is right. n * n, not n (session 39): a fresh clone's re-run came out 0.209x (CI 0.162-0.283,
-# spread too small to reach the admission's 0.538x); on a quiet machine the squares widen the spread from 30-47%
-# to 89-95% and the CI, so a load swing between admission and re-run must be about twice as large to hide the
-# noise (docs/testing.md, session 39).
+# its spread too small to reach the admission's 0.538x); the squares widen the spread, so a load swing between
+# admission and re-run must be larger to hide the noise (docs/testing.md, session 39).
 NOISY = HONEST.replace("    const float c0", "    static int calls = 0;\n    calls++;\n    for (int again = 0; again < calls * calls; again++) {\n    const float c0", 1)
 NOISY = NOISY[:NOISY.rindex("}")] + "}\n}\n"
 
