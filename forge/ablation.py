@@ -27,24 +27,22 @@ from __future__ import annotations
 import json
 import os
 import uuid
-from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Sequence
 
-from ledger.models import Event
 from ledger.records import RecordedEvent
-from ledger.selectors import stream_events
 from ledger.services import NewEvent, append
 from measurement.backends.base import Kernel
 from measurement.harness import codegen
 from measurement.harness.cases import Case, parse_case
-from measurement.harness.judge import bootstrap_ratio_ci
 from measurement.harness.plan import ProtocolSettings
 from measurement.services import measure, source_hash
 
 from . import rulebook, selectors
+from .ablation_loop import loop_arm
+from .ablation_results import ArmResult, CandidateResult, Progress, candidate_speedup
 from .proposers import make_proposer
-from .proposers.base import GenerationFailure, Proposer, ProposerUnavailable, RoundContext
-from .services import ForgeError, execute_round, round_stream, start_campaign, start_round
+from .proposers.base import GenerationFailure, ProposerUnavailable, RoundContext
+from .services import ForgeError
 
 ARMS = ("autotune", "oneshot", "loop")
 BACKENDS = ("cpu", "cuda")
@@ -55,89 +53,6 @@ LOOP_PROPOSERS = ("levers", "anthropic")
 _CUDA_BX = (16, 32, 64, 128, 256, 512, 1024)
 _CUDA_BY = (1, 2, 4, 8, 16, 32)
 _CUDA_BZ = (1, 2, 4, 8)
-
-
-@dataclass
-class CandidateResult:
-    """One unit of an arm's budget: a configuration, a generation or a round."""
-
-    arm: str
-    number: int  # 1-based within the arm
-    label: str  # e.g. "threads=1", "generation 2: <subject>", "round 3: <subject>"
-    measured: bool  # reached the harness (a generation failure did not)
-    state: str  # execution state: generation_failure | compilation_failure | runtime_error | mismatch | correct
-    correct: bool  # correct, timed, possible and correct in its timed output
-    speedup: float | None = None  # over the straightforward kernel of the same measurement
-    speedup_ci: tuple[float, float] | None = None
-    source_hash: str | None = None
-    launch: dict[str, Any] = field(default_factory=dict)
-    events: list[str] = field(default_factory=list)  # CandidateMeasured (and GateVerdict) event ids
-    detail: str = ""
-
-
-@dataclass
-class ArmResult:
-    ablation: str
-    case: str
-    backend: str
-    arm: str
-    budget: int
-    status: str  # measured | not_run
-    reason: str = ""
-    candidates: list[CandidateResult] = field(default_factory=list)
-    extra_events: list[str] = field(default_factory=list)  # measurements that were not candidates (branch re-measurements)
-    detail: str = ""
-    event: RecordedEvent | None = None  # the AblationMeasured event
-
-    @property
-    def candidates_measured(self) -> int:
-        return sum(1 for c in self.candidates if c.measured)
-
-    @property
-    def correct_candidates(self) -> int:
-        return sum(1 for c in self.candidates if c.correct)
-
-    @property
-    def best(self) -> CandidateResult | None:
-        correct = [c for c in self.candidates if c.correct and c.speedup is not None]
-        return max(correct, key=lambda c: c.speedup) if correct else None
-
-
-Progress = Callable[[CandidateResult], None]
-
-
-# ---- what a measurement says about its candidate ---------------------------------------
-
-
-def candidate_speedup(evidence: dict[str, Any]) -> tuple[str, bool, float | None, tuple[float, float] | None, str]:
-    """(state, correct, speedup, 95% CI, detail) of the candidate in a CandidateMeasured payload,
-    the speedup over the straightforward kernel timed in the same measurement."""
-    variants = {v["name"]: v for v in evidence["variants"]}
-    candidate, base = variants.get("candidate"), variants.get("straightforward")
-    if candidate is None:
-        raise ForgeError("the measurement holds no candidate")
-    correctness = candidate["correctness"]
-    state = correctness.get("state") or ("correct" if correctness.get("correct") else "mismatch")
-    timing = candidate.get("timing")
-    if not correctness.get("correct"):
-        return state, False, None, None, f"{correctness.get('reason')}: {(correctness.get('detail') or '')[:200]}"
-    if timing is None:
-        return "runtime_error", False, None, None, "the candidate did not survive timing"
-    if timing.get("impossible"):
-        return state, False, None, None, "impossible_speed"
-    if not timing.get("timed_output_ok"):
-        return state, False, None, None, "timed_output_mismatch"
-    if base is None or not base.get("timing"):
-        return state, False, None, None, "the straightforward kernel was not timed in this measurement"
-    speedup = base["timing"]["median"] / timing["median"]
-    ci = bootstrap_ratio_ci(base["timing"]["pass_medians"], timing["pass_medians"])
-    note = "; noisy measurement" if evidence.get("noisy") else ""
-    return state, True, speedup, ci, f"{speedup:.3f}x over straightforward (95% CI {ci[0]:.3f}-{ci[1]:.3f}){note}"
-
-
-def _event(event_id: str) -> RecordedEvent:
-    row = Event.objects.get(event_id=event_id)
-    return RecordedEvent.from_body(row.body, row.prev_hash, row.hash)
 
 
 # ---- the search space of autotune ------------------------------------------------------
@@ -213,7 +128,7 @@ def run_ablation(
     results = []
     for arm in (a for a in ARMS if a in arms):
         result = ArmResult(ablation, case.id, backend, arm, budget, "measured")
-        runner = {"autotune": _autotune, "oneshot": _oneshot, "loop": _loop}[arm]
+        runner = {"autotune": _autotune, "oneshot": _oneshot, "loop": loop_arm}[arm]
         runner(result, case, actor, protocol, say, loop_proposer)
         result.event = _record(result, actor)
         results.append(result)
@@ -328,81 +243,3 @@ def _count_tokens(tokens: dict[str, int], models: set[str], usage: dict[str, Any
             tokens[key] += value
     if usage.get("model"):
         models.add(str(usage["model"]))
-
-
-def _loop(result: ArmResult, case: Case, actor: str, protocol, say: Progress, loop_proposer: str) -> None:
-    try:
-        proposer: Proposer = make_proposer(loop_proposer)
-    except ProposerUnavailable as exc:
-        result.status, result.reason = "not_run", f"the {loop_proposer} loop needs an LLM: {exc}"
-        return
-    # The rounds run here, in this process, rather than as `forge.round` Celery tasks: the task
-    # takes no measurement protocol, and every arm of one ablation must be measured on the same
-    # machine under the same protocol.
-    campaign = start_campaign([case.id], result.backend, loop_proposer, result.budget, actor)
-    rounds: list[str] = []
-    while len(rounds) < result.budget and (round_id := start_round(campaign, case.id, loop_proposer, actor)) is not None:
-        rounds.append(round_id)
-        execute_round(round_id, proposer, actor, protocol)
-        candidate = _round_candidate(campaign, round_id, len(rounds))
-        result.candidates.append(candidate)
-        say(candidate)
-    result.extra_events = _other_campaign_measurements(campaign, result.candidates)
-    result.detail = _loop_detail(campaign, loop_proposer, rounds, result)
-
-
-def _round_candidate(campaign: str, round_id: str, number: int) -> CandidateResult:
-    """A round as the ablation counts it, read back from its events in the ledger."""
-    events = {e.type: e.data for e in stream_events(round_stream(campaign, round_id))}
-    proposed = events.get("CandidateProposed")
-    end = events.get("RoundCommitted") or events.get("RoundReverted")
-    if end is None:
-        why = (events.get("RoundAbandoned") or {}).get("reason", "the round did not end")
-        return CandidateResult("loop", number, f"round {number}", False, "generation_failure", False, detail=why)
-    label = f"round {number}: {(proposed or {}).get('subject', '(no proposal)')[:60]}"
-    if proposed is None or not end.get("verdict_event"):
-        return CandidateResult("loop", number, label, False, end["state"], False, detail=end.get("detail", "")[:200])
-    verdict = _event(end["verdict_event"])
-    measured = _event(verdict.data["measurement"])
-    state, correct, speedup, ci, detail = candidate_speedup(measured.data)
-    return CandidateResult("loop", number, label, True, state, correct, speedup, ci, proposed["source_hash"],
-                           dict(proposed.get("launch") or {}), [str(measured.event_id), str(verdict.event_id)],
-                           f"{detail}; gate: {verdict.data['verdict']}")
-
-
-def _other_campaign_measurements(campaign: str, candidates: Iterable[CandidateResult]) -> list[str]:
-    """Measurements the campaign made beyond its rounds (a branch head measured against the
-    main line when the branch is resolved): recorded for provenance, not counted as candidates."""
-    known = {e for c in candidates for e in c.events}
-    extra = []
-    for event in stream_events(f"campaign/{campaign}"):
-        verdict_id = event.data.get("verdict_event") if event.type in ("BranchMerged", "BranchDropped") else None
-        if verdict_id and verdict_id not in known:
-            verdict = _event(verdict_id)
-            extra += [verdict.data["measurement"], verdict_id]
-            known.update(extra)
-    return extra
-
-
-def _loop_detail(campaign: str, proposer: str, rounds: list[str], result: ArmResult) -> str:
-    events = stream_events(f"campaign/{campaign}")
-    planned = next((e.data for e in events if e.type == "CasePlanned"), {})
-    converged = next((e.data for e in events if e.type == "CaseConverged"), None)
-    unmeasured = [c for c in result.candidates if not c.measured]
-    parts = [f"campaign {campaign}, proposer {proposer}: {len(rounds)} round(s)"]
-    if converged is not None:
-        parts.append(f"converged ({converged['reason']}) after {converged['rounds']} round(s)")
-    if len(rounds) < result.budget:
-        parts.append(f"the loop stopped after {len(rounds)} of the budget of {result.budget} rounds "
-                     "(the arm could not use its whole budget)")
-    if unmeasured:
-        parts.append(f"{len(unmeasured)} round(s) ended without a measurement ({', '.join(sorted({c.state for c in unmeasured}))})")
-    if result.extra_events:
-        parts.append(f"plus {len(result.extra_events) // 2} re-measurement(s) of a branch head by the branch rule, "
-                     "listed in measurement_events but not counted as candidates")
-    if planned.get("starts_from"):
-        parts.append(f"started from the map's sealed kernel {planned['starts_from'][:12]} of an earlier campaign, "
-                     "not from the straightforward kernel")
-    if planned.get("borrowed_from"):
-        parts.append(f"borrowed the diagnosis of {planned['borrowed_from']}")
-    return "; ".join(parts)

@@ -13,7 +13,8 @@ from measurement.matrices import matrix_cases
 from measurement.services import MeasurementError
 
 from forge import selectors
-from forge.ablation import ARMS, CandidateResult, run_ablation
+from forge.ablation import ARMS, run_ablation
+from forge.ablation_results import CandidateResult
 from forge.proposers.base import ProposerUnavailable
 from forge.proposers.external import ExternalProposer
 from forge.runner import resume_campaign, run_campaign
