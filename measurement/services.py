@@ -143,6 +143,7 @@ def measure(
             floors = {check.label: check.error for check in correctness.checks}
         reports[name] = VariantReport(variant, description["precisions"].get(name, case.precision), correctness,
                                       identity=description.get("identities", {}).get(name, {}))
+    refuse_failed_composed(reports, given)
     # A candidate that fails its checks ends the measurement before anything is timed.
     held = judge_variants(case, specs, {v.name: checked[v.name][1] for v in own_child if checked[v.name][0] is None},
                           references, floors)
@@ -155,7 +156,25 @@ def measure(
     report = MeasurementReport(case, backend, description, reports, protocol, {"checks": seed})
     timed = [r.variant for r in reports.values() if r.correctness.correct]
     _time(report, timed, protocol, say)
+    if report.variants["straightforward"].timing is not None:  # the baselines were timed
+        refuse_failed_composed(reports, given, timed=True)
     return report
+
+
+def refuse_failed_composed(reports: dict[str, VariantReport], composed: dict[str, Variant], timed: bool = False) -> None:
+    """MeasurementError when a composed bound did not run correctly (`timed`: or was not timed usably).
+    It launches the harness's straightforward kernel or an admitted one, correct by the ledger's own
+    verdicts, so its failure is the harness's to explain, never a reason to judge over the bounds
+    that are left: session 40's gate of diamond_ts4/512^3 lost both composed bounds to an illegal
+    address (the admitted star_1 kernel's 16-byte neighbour loads ran past the scratch grids, which
+    had no padding then) and admitted the candidate over tuned Halide at 2.31x, where that session's
+    sweep had it at 1.80x over four launches of the star_1 kernel (docs/gpu.md, session 40)."""
+    failed = {name: reports[name] for name in composed if name in reports
+              and not (reports[name].usable if timed else reports[name].correctness.correct)}
+    if failed:
+        listed = "; ".join(f"{name}: {report.correctness.reason or 'not timed usably'}: {report.correctness.detail[:200]}"
+                           for name, report in failed.items())
+        raise MeasurementError(f"a composed bound failed ({listed}): a verdict without it would stand over a weaker bound")
 
 
 def _time(report: MeasurementReport, timed: list[Variant], protocol: ProtocolSettings, say) -> None:

@@ -42,7 +42,7 @@ from .cuda_baselines import CupyxBaseline, PystencilsBaseline, TorchConvBaseline
 from .cuda_bounds import composed_on_cuda, historical_baselines, historical_kernel
 from .cuda_compile import NVRTC_OPTIONS, checked_launch, compile_module, compiled_kernel
 from .cuda_device import DeviceFacts, compute_processes, cuda_version, cupy, device_facts, query_gpu, version_of
-from .cuda_memory import PAD_ROWS, CudaBuffers, OutOfBoundsWrite, pad_elements
+from .cuda_memory import PAD_ROWS, CudaBuffers, OutOfBoundsWrite, pad_elements, padded_nan
 from .halide_cuda import HalideCudaBaseline, compiled_cases, schedule_family
 from .halide_cuda import unavailable as halide_unavailable
 
@@ -300,12 +300,9 @@ class CudaBackend:
 
     def allocate(self, case: Case, inputs: dict[str, np.ndarray], guard: str | None = None) -> CudaBuffers:
         """`guard` is accepted and ignored: the NaN padding plays its part on every run."""
-        pad = pad_elements(case)
-        n = case.points
         padded, views, pristine = {}, {}, {}
         for name in (*case.input_names, "y"):
-            full = cupy.full(n + 2 * pad, np.nan, dtype=case.dtype)
-            view = full[pad : pad + n].reshape(case.shape)
+            full, view = padded_nan(case)
             if name != "y":
                 values = np.asarray(inputs[name])
                 if values.shape != tuple(case.shape) or values.dtype != case.dtype:
@@ -313,7 +310,7 @@ class CudaBackend:
                 view.set(np.ascontiguousarray(values))
                 pristine[name] = full.copy()
             padded[name], views[name] = full, view
-        return CudaBuffers(case, pad, padded, views, pristine)
+        return CudaBuffers(case, pad_elements(case), padded, views, pristine)
 
     def coefficients(self, coef: np.ndarray):
         return device_coefficients(coef)

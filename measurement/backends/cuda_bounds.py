@@ -13,16 +13,13 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from measurement.harness import codegen
 from measurement.harness.cases import Case
 from measurement.harness.codegen_f16 import vectorised
 
 from .base import Kernel, Prepared, Variant
 from .composed import compose
-from .cuda_device import cupy
-from .cuda_memory import CudaBuffers
+from .cuda_memory import CudaBuffers, padded_nan
 
 F16_SCALAR = "straightforward_f16_scalar"
 
@@ -39,9 +36,12 @@ def historical_kernel(case: Case, name: str) -> Kernel:
 
 
 def nan_pair(case: Case) -> tuple[Any, Any]:
-    """Two NaN-filled device grids of the case's shape and type (CuPy's allocations are 256-byte
-    aligned, like the harness's arrays)."""
-    return cupy.full(case.shape, np.nan, dtype=case.dtype), cupy.full(case.shape, np.nan, dtype=case.dtype)
+    """Two NaN-filled device grids of the case's shape and type, each inside NaN padding as wide as
+    the harness's arrays have (cuda_memory.padded_nan). Kernels are admitted reading there: the
+    16-byte neighbour loads of the rows-a-thread star_1 kernels reach 16 bytes past each end of the
+    array. Without it the composed bound faulted where its own case ran (session 40: an illegal
+    address at diamond_ts4/512^3)."""
+    return padded_nan(case)[1], padded_nan(case)[1]
 
 
 def step_buffers(buffers: CudaBuffers, src, dst) -> CudaBuffers:

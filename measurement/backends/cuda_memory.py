@@ -37,6 +37,14 @@ def pad_elements(case: Case) -> int:
     return max(align, -(-pad // align) * align)
 
 
+def padded_nan(case: Case) -> tuple[Any, Any]:
+    """(the whole buffer, the array of case.shape inside it): NaN everywhere, pad_elements of
+    padding on each side, the array 256-byte aligned (CuPy's allocations are)."""
+    pad, n = pad_elements(case), case.points
+    full = cupy.full(n + 2 * pad, np.nan, dtype=case.dtype)
+    return full, full[pad : pad + n].reshape(case.shape)
+
+
 _BITS = {2: np.uint16, 4: np.uint32, 8: np.uint64}
 
 

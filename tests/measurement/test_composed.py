@@ -14,7 +14,8 @@ from measurement.harness import codegen
 from measurement.harness.cases import parse_case
 from measurement.harness.oracle import make_inputs, reference, relative_error
 from measurement.harness.plan import ProtocolSettings
-from measurement.services import gate_candidate, result_key
+from ledger.models import Event
+from measurement.services import MeasurementError, gate_candidate, result_key
 
 QUICK = ProtocolSettings(passes=2, launches=2, warmup=1, max_attempts=1)
 # Several times faster than the straightforward f16 kernel, which GCC 12 leaves scalar: T launches
@@ -156,3 +157,29 @@ def test_an_admitted_shorter_diamond_kernel_becomes_a_composed_bound_of_the_long
     # diamond_ts3 has no shorter diamond that divides it: star_1's two composed bounds only
     assert [b.variant.name for b in composed_bounds(parse_case(f"diamond_ts3/{SHAPE}/f32"), "cpu")] == [
         "composed(straightforward x3)"]
+
+
+@pytest.mark.one_database
+def test_a_composed_bound_that_fails_stops_the_measurement_and_records_nothing(ledger, monkeypatch):
+    """Session 40's gate of diamond_ts4/512^3 on the H200 lost both composed bounds to an illegal
+    address and admitted its candidate over the next baseline, tuned Halide, at 2.31x where the
+    composed bound made it 1.80x. A composed bound launches a kernel the ledger holds correct, so
+    when one fails nothing is judged. Here the admitted star_1 kernel is correct on its own case and
+    does nothing when its input's first cell is NaN, as the composed bound's scratch grids' is."""
+    monkeypatch.setenv("FORGESTENCIL_CPU_BASELINES", "")
+    star, diamond = f"star_1/{SHAPE}/f32", f"diamond_ts4/{SHAPE}/f32"
+    t = codegen.c_type("f32")
+    source = ("#define stencil forgestencil_once\n" + codegen.straightforward_c(parse_case(star)) + "\n#undef stencil\n"
+              f"void stencil(const {t}* u, const {t}* a, {t}* y, const double* coef, int nz, int ny, int nx)\n"
+              "{\n    if (u[0] == u[0]) forgestencil_once(u, a, y, coef, nz, ny, nx);\n}\n")
+    with monkeypatch.context() as lifted:
+        from tests.conftest import lift_speed_rule
+
+        lift_speed_rule(lifted)
+        admission = gate_candidate(star, "cpu", Kernel(source, {"threads": 1}), "agent:test", protocol=QUICK)
+    assert admission.verdict == "admitted", admission.detail
+    before = Event.objects.count()
+    with pytest.raises(MeasurementError, match=r"a composed bound failed \(composed\(star_1 admitted x4\): unwritten_output"):
+        gate_candidate(diamond, "cpu", cpu.create().straightforward(parse_case(diamond)), "agent:test", protocol=QUICK)
+    assert Event.objects.count() == before
+    assert not Event.objects.filter(stream=result_key("cpu", diamond)).exists()

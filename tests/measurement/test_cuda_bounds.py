@@ -8,12 +8,14 @@ where it counts: same inputs, both kernels, every bit of the output.
 """
 from __future__ import annotations
 
+import hashlib
 import shutil
 import subprocess
 
 import numpy as np
 import pytest
 
+from forge.candidates import matrix_candidates
 from measurement.backends.base import Kernel, Variant
 from measurement.harness import codegen
 from measurement.harness.cases import parse_case
@@ -137,6 +139,30 @@ def test_a_composed_bound_on_the_device_launches_its_kernel_t_times_into_y_and_n
     outside = out.copy()
     outside[case.region] = np.nan
     assert np.isnan(outside).all() and buffers.inputs_unchanged()
+
+
+@pytest.mark.gpu
+def test_the_admitted_star_1_kernel_composed_at_512_cubed_reads_its_padding_without_a_fault(backend):
+    """Session 40's gate of diamond_ts4/512^3 lost this composition to an illegal address: the kernel
+    admitted for star_1/512^3 (session 33) loads 16 bytes past each end of its input, inside the
+    harness's NaN padding, and the composed bound's scratch grids had none. Four launches of it must
+    run at full size and agree with four of the straightforward kernel."""
+    case, single = parse_case("diamond_ts4/512x512x512/f32"), parse_case("star_1/512x512x512/f32")
+    _, launch, _, source = next(c for c in matrix_candidates(single) if c[0].split(":")[0] == "short4+alternate+lean+ry2")
+    assert hashlib.sha256(source.encode()).hexdigest().startswith("fd49c09a0caa")  # fixtures/ledgers/h200_campaign.jsonl's
+    inputs = make_inputs(case, 5)
+    coefficients = backend.coefficients(case.coefficients())
+    outputs = []
+    for variant in (Variant("composed(star_1 admitted x4)", Kernel(source, launch), steps=4),
+                    Variant("composed(straightforward x4)", Kernel(codegen.straightforward_cuda(single), {"block": [32, 8, 1]}), steps=4)):
+        prepared = backend.prepare(case, variant)
+        buffers = backend.allocate(case, inputs)
+        buffers.poison_output()
+        prepared.run(buffers, coefficients)
+        backend.synchronize()
+        outputs.append(buffers.output()[case.region])  # raises if anything was written into the padding
+        del buffers
+    assert relative_error(outputs[0], outputs[1]) < 1e-5
 
 
 @pytest.mark.gpu
