@@ -154,7 +154,8 @@ def pair_candidates(case: Case) -> list[tuple[str, dict, str, str]]:
     chunk (`pipe+pair`; diamond_ts4/256^3 at 96 x 32 L64 with skipped warps, 1.623x the composed
     bound against the admitted kernel's 1.557x) and at 64 x 24 tiles with shuffles and skipped warps,
     the chunk by `chunk_cost` (`pipe64x24+pair`; diamond_ts4/512^3 at L128, 1.801x against 1.574x).
-    Not offered at T = 8: the sweep did not reach diamond_ts8 within its call."""
+    Not offered at T = 8: there the best paired variant ran at 0.78x of two launches of the paired ts4
+    kernel (temporal_pair_ts8_h200_s40.json), which is its bound."""
     t = case.stencil.time_steps
     if case.precision != "f32" or not 1 < t <= 4:
         return []
