@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Run ON the H200 device machine, in one call: gate hand-written candidates a sweep measured ahead
+# (issue 16), in a new campaign over the shipped export; measure the edge shapes that borrow the new
+# kernels; re-run the gated cases; bring the export back xz-packed. It stops before the gate on any
+# other card: the shipped ledger is the H200's, and an H100's times would mix with it (session 40 was
+# given H100s for calls that named the H200).
+#
+#   here:    bash scripts/device_wheels.sh && .venv/bin/python scripts/halide_aot.py
+#            mkdir -p device_carry/prev device_carry/keys
+#            xz -9 -T2 -c fixtures/ledgers/h200_campaign.jsonl > device_carry/prev/h200.jsonl.xz
+#            head -c32 /dev/urandom | base64 > device_carry/keys/publication-N.seed   (a new key each session)
+#            (the three largest committed JSON Lines files out of the tree for the call: docs/gpu.md, session 31)
+#   device:  run(command="bash scripts/h200_gate.sh TAG SUBJECTS EDGES",
+#                carry=["device_wheels", "device_carry/bwrap", "device_carry/halide", "device_carry/prev", "device_carry/keys"])
+#
+# SUBJECTS: CASE=NAME,... (forge_campaign.py --subjects; the cases gated are these). EDGES: comma-separated
+# edge cases to measure with the new kernels, or "-". Writes to $OUT/r (8 files at most come back):
+# device_machine_TAG.txt, gpu_composed_TAG.log, h200_campaign_TAG.log, h200_edges_TAG.log,
+# h200_matrix_rerun_TAG.json and .log, and export_TAG.jsonl.xz (the last ledger written: re-run, edges or campaign).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+TAG=${1:?usage: scripts/h200_gate.sh TAG SUBJECTS EDGES}
+SUBJECTS=${2:?usage: scripts/h200_gate.sh TAG SUBJECTS EDGES}
+EDGES=${3:?usage: scripts/h200_gate.sh TAG SUBJECTS EDGES}
+R=${OUT:?the device tool sets OUT}/r
+mkdir -p "$R"
+seeds=(device_carry/keys/*.seed)
+[ ${#seeds[@]} -eq 1 ] && [ -f "${seeds[0]}" ] || { echo "carry exactly one device_carry/keys/*.seed (a new publication key)" >&2; exit 2; }
+[ -f device_carry/prev/h200.jsonl.xz ] || { echo "carry device_carry/prev/h200.jsonl.xz (the shipped export)" >&2; exit 2; }
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,utilization.gpu --format=csv,noheader > "$R/device_machine_$TAG.txt"
+date -u >> "$R/device_machine_$TAG.txt"
+if ! grep -q H200 "$R/device_machine_$TAG.txt"; then
+    echo "not an H200 ($(head -1 "$R/device_machine_$TAG.txt")): the H200 ledger is not gated here" >&2
+    exit 3
+fi
+source scripts/device_env.sh || exit 1
+python3 scripts/halide_aot.py --unpack || exit 1
+xz -dc device_carry/prev/h200.jsonl.xz > /tmp/prev.jsonl
+# the composed bounds first (session 40: a composed bound that faulted let a gate judge over a weaker one)
+FORGESTENCIL_REQUIRE_GPU=1 python3 -m pytest -p pytest_django.plugin -m gpu -q tests/measurement/test_cuda_bounds.py \
+    tests/measurement/test_composed.py > "$R/gpu_composed_$TAG.log" 2>&1 || { tail -5 "$R/gpu_composed_$TAG.log"; exit 1; }
+LEDGER_SIGNING_KEY=$(cat "${seeds[0]}")
+export LEDGER_SIGNING_KEY
+cases=$(tr ',' '\n' <<< "$SUBJECTS" | cut -d= -f1 | paste -sd, -)
+began=$(date +%s)
+python3 benchmarks/forge_campaign.py --backend cuda --handwritten --handwritten-from 1 --subjects "$SUBJECTS" \
+    --import /tmp/prev.jsonl --rounds 1 --only "$cases" --deadline 200 --out /tmp/camp.jsonl > "$R/h200_campaign_$TAG.log" 2>&1
+echo "campaign: rc $? at $(( $(date +%s) - began )) s"
+ledger=/tmp/camp.jsonl
+if [ "$EDGES" != "-" ]; then
+    python3 benchmarks/forge_edges.py --backend cuda --tune halide --ledger /tmp/camp.jsonl --out /tmp/edges.jsonl \
+        --only "$EDGES" > "$R/h200_edges_$TAG.log" 2>&1
+    echo "edges: rc $? at $(( $(date +%s) - began )) s"
+    [ -s /tmp/edges.jsonl ] && ledger=/tmp/edges.jsonl
+fi
+python3 benchmarks/matrix_rerun.py --backend cuda --ledger "$ledger" --out /tmp/rerun.jsonl \
+    --summary "$R/h200_matrix_rerun_$TAG.json" --only "$cases" > "$R/h200_matrix_rerun_$TAG.log" 2>&1
+echo "re-run: rc $? at $(( $(date +%s) - began )) s"
+[ -s /tmp/rerun.jsonl ] && ledger=/tmp/rerun.jsonl
+xz -9 -T4 -c "$ledger" > "$R/export_$TAG.jsonl.xz"
+tail -n 4 "$R"/h200_*"$TAG".log
