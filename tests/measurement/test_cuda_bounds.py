@@ -142,6 +142,25 @@ def test_a_composed_bound_on_the_device_launches_its_kernel_t_times_into_y_and_n
 
 
 @pytest.mark.gpu
+def test_the_composed_bounds_scratch_grids_sit_in_nan_padding_like_the_harness_arrays(backend):
+    """What the fault of session 40 needed (the test below cannot show it: whether a read past an
+    unpadded grid faults depends on where the allocation lands): each scratch grid inside NaN padding
+    of pad_elements on both sides, as every array the harness gives a kernel."""
+    from measurement.backends.cuda_bounds import nan_pair
+    from measurement.backends.cuda_device import cupy
+    from measurement.backends.cuda_memory import pad_elements
+
+    case = parse_case("diamond_ts4/19x21x24/f32")
+    pad, size = pad_elements(case), case.dtype.itemsize
+    for grid in nan_pair(case):
+        memory = grid.data.mem  # the allocation the grid lies in
+        assert grid.data.ptr - memory.ptr == pad * size and grid.data.ptr % 256 == 0
+        assert memory.size >= (case.points + 2 * pad) * size
+        whole = cupy.ndarray((case.points + 2 * pad,), case.dtype, memptr=cupy.cuda.MemoryPointer(memory, 0))
+        assert bool(cupy.isnan(whole).all())
+
+
+@pytest.mark.gpu
 def test_the_admitted_star_1_kernel_composed_at_512_cubed_reads_its_padding_without_a_fault(backend):
     """Session 40's gate of diamond_ts4/512^3 lost this composition to an illegal address: the kernel
     admitted for star_1/512^3 (session 33) loads 16 bytes past each end of its input, inside the
