@@ -172,9 +172,16 @@ def refuse_failed_composed(reports: dict[str, VariantReport], composed: dict[str
     failed = {name: reports[name] for name in composed if name in reports
               and not (reports[name].usable if timed else reports[name].correctness.correct)}
     if failed:
-        listed = "; ".join(f"{name}: {report.correctness.reason or 'not timed usably'}: {report.correctness.detail[:200]}"
-                           for name, report in failed.items())
+        listed = "; ".join(f"{name}: {_failure(report)}" for name, report in failed.items())
         raise MeasurementError(f"a composed bound failed ({listed}): a verdict without it would stand over a weaker bound")
+
+
+def _failure(report: VariantReport) -> str:
+    if not report.correctness.correct:
+        return f"{report.correctness.reason}: {report.correctness.detail[:200]}"
+    if report.timing is None:
+        return "not timed"
+    return "impossible speed" if report.timing.impossible else "its timed output was wrong"
 
 
 def _time(report: MeasurementReport, timed: list[Variant], protocol: ProtocolSettings, say) -> None:
