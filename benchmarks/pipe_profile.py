@@ -12,7 +12,10 @@ harness's copy of the case's array size, the ceiling of "% of copy" (session 32,
 `--design producer` `planes` with session 33's producer warp as forge/handwritten_planes.py's
 `producer_candidate` renders it, also where campaigns do not offer it (f32: why it loses there);
 `--design cpipe --cluster C --height H --chunk L [--exchange push|pull|signal]` the cluster pipeline of sessions
-36-37 (forge/handwritten_cluster.py: scripts/cluster_ncu.sh, where its cluster barrier's time goes).
+36-37 (forge/handwritten_cluster.py: scripts/cluster_ncu.sh, where its cluster barrier's time goes);
+`--design tcq` session 37's f16 products on the tensor cores (forge/handwritten_tensor.py) as the fastest variant of
+session 39's sweep on star_1/512^3 f16 (8 x 1 warps, 128 planes, 3 stages, `ca` copies;
+docs/benchmarks/tensor_sweep_h200_s39.json): scripts/tcq_ncu.sh, what holds it at 28-37% of copy.
 
 On the device machine (docs/gpu.md):
 
@@ -38,7 +41,7 @@ def main() -> int:
     parser.add_argument("--case", required=True)
     parser.add_argument("--shuffle", action="store_true")
     parser.add_argument("--skip", action="store_true")
-    parser.add_argument("--design", choices=["pipe", "rows16", "rows8", "straightforward", "copy", "producer", "cpipe"], default="pipe",
+    parser.add_argument("--design", choices=["pipe", "rows16", "rows8", "straightforward", "copy", "producer", "cpipe", "tcq"], default="pipe",
                         help="copy: the harness's copy ceiling for the case's array size (its kernel is harness_copy)")
     parser.add_argument("--by", type=int, default=8, help="rows16: rows a block (4: short4)")
     parser.add_argument("--cluster", type=int, default=2, help="cpipe: blocks a cluster")
@@ -79,6 +82,11 @@ def main() -> int:
         source, launch, _ = render_cluster_pipe(case, 64, options.height, options.cluster, options.chunk,
                                                 exchange=options.exchange)
         label = f"cpipe 64x{options.height} C{options.cluster} L{options.chunk} {options.exchange}"
+    elif options.design == "tcq":
+        from forge.handwritten_tensor import render as render_tcq
+
+        source, launch, _ = render_tcq(case, warps_x=8, warps_y=1, chunk=128, stages=3, cache="ca")
+        label = "tcq 8x1 L128 nb3 ca"
     elif options.design in ("rows16", "rows8"):
         source, launch, _ = render(case, by=options.by, vector_bytes=16 if options.design == "rows16" else 8)
         label = f"{options.design} by={options.by}"
