@@ -20,6 +20,10 @@ from measurement.harness.oracle import FLOOR_FACTOR, TOLERANCE
 
 from .test_handwritten import judged
 
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import temporal_sweep  # noqa: E402
+
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ to emulate CUDA kernels on the CPU")
 
 
@@ -152,11 +156,7 @@ def test_campaigns_offer_the_pipeline_after_the_octahedron_and_to_f16_star_1_bef
 def test_the_paired_candidates_are_the_kernels_the_h200_sweep_timed_fastest():
     """What a campaign gates is byte for byte what session 39's sweep timed (docs/benchmarks/temporal_pair_h200_s39.json):
     each diamond_ts4 case's fastest variant is one of its `pair_candidates`."""
-    root = Path(__file__).resolve().parents[2]
-    sys.path.insert(0, str(root / "benchmarks"))
-    import temporal_sweep
-
-    sweep = json.loads((root / "docs" / "benchmarks" / "temporal_pair_h200_s39.json").read_text())
+    sweep = json.loads((ROOT / "docs" / "benchmarks" / "temporal_pair_h200_s39.json").read_text())
     ts4 = [row for row in sweep["cases"] if row["case"].startswith("diamond_ts4/")]
     assert len(ts4) == 2
     for row in ts4:
