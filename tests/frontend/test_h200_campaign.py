@@ -95,7 +95,7 @@ def test_a_fresh_clone_browses_the_h200_campaign(db, client, capsys):
     # (h200_campaign_producer_s33.log).
     assert len(expected) == 37
     statuses = [status for status, _ in expected.values()]
-    assert (statuses.count("admitted"), statuses.count("downgraded"), statuses.count("retracted")) == (27, 6, 4)
+    assert (statuses.count("admitted"), statuses.count("downgraded"), statuses.count("retracted")) == (29, 4, 4)
 
     ts8 = "diamond_ts8/512x512x512/f32"
     rows = client.get("/api/tables/operator-cases/", {"backend": "cuda", "matrix": "gpu"}).json()
