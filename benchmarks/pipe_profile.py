@@ -16,6 +16,9 @@ harness's copy of the case's array size, the ceiling of "% of copy" (session 32,
 `--design tcq` session 37's f16 products on the tensor cores (forge/handwritten_tensor.py) as the fastest variant of
 session 39's sweep on star_1/512^3 f16 (8 x 1 warps, 128 planes, 3 stages, `ca` copies;
 docs/benchmarks/tensor_sweep_h200_s39.json): scripts/tcq_ncu.sh, what holds it at 28-37% of copy.
+`--design halide [--schedule NAME]` one compiled schedule of the case's Halide pipeline, as the gate runs it (the
+AOT folder unpacked; default `auto_anderson2021`, the tuned bound star2d_1/8192^2 f64 lost to): what the
+public bound does that our kernels do not (session 41, scripts/star2d_ncu.sh; its kernels are `kernel_out*`).
 
 On the device machine (docs/gpu.md):
 
@@ -41,14 +44,16 @@ def main() -> int:
     parser.add_argument("--case", required=True)
     parser.add_argument("--shuffle", action="store_true")
     parser.add_argument("--skip", action="store_true")
-    parser.add_argument("--design", choices=["pipe", "rows16", "rows8", "straightforward", "copy", "producer", "cpipe", "tcq"], default="pipe",
+    parser.add_argument("--design", choices=["pipe", "rows16", "rows8", "straightforward", "copy", "producer", "cpipe", "tcq", "halide"], default="pipe",
                         help="copy: the harness's copy ceiling for the case's array size (its kernel is harness_copy)")
     parser.add_argument("--by", type=int, default=8, help="rows16: rows a block (4: short4)")
+    parser.add_argument("--alternate", action="store_true", help="rows16, rows8: odd chunks march down (not offered in f64)")
     parser.add_argument("--cluster", type=int, default=2, help="cpipe: blocks a cluster")
     parser.add_argument("--height", type=int, default=32, help="cpipe: rows a block")
     parser.add_argument("--chunk", type=int, default=256, help="cpipe: planes a cluster")
     parser.add_argument("--exchange", choices=["push", "pull", "signal"], default="push",
                         help="cpipe: how the edge rows cross between blocks (forge/handwritten_cluster.py)")
+    parser.add_argument("--schedule", default="auto_anderson2021", help="halide: the schedule's name")
     parser.add_argument("--candidate", help="a campaign candidate's name (forge/candidates.py), instead of --design")
     options = parser.parse_args()
     from measurement.backends import get_backend
@@ -68,6 +73,8 @@ def main() -> int:
         if options.candidate not in named:
             parser.error(f"{case.id} has no candidate {options.candidate!r}; it has {', '.join(named)}")
         (source, launch), label = named[options.candidate], options.candidate
+    elif options.design == "halide":
+        variant, label = Variant(f"halide[{options.schedule}]", None, "baseline", options.schedule), f"halide[{options.schedule}]"
     elif options.design == "straightforward":
         kernel = backend.straightforward(case)
         source, launch, label = kernel.source, kernel.launch, "straightforward"
@@ -88,13 +95,16 @@ def main() -> int:
         source, launch, _ = render_tcq(case, warps_x=8, warps_y=1, chunk=128, stages=3, cache="ca")
         label = "tcq 8x1 L128 nb3 ca"
     elif options.design in ("rows16", "rows8"):
-        source, launch, _ = render(case, by=options.by, vector_bytes=16 if options.design == "rows16" else 8)
-        label = f"{options.design} by={options.by}"
+        source, launch, _ = render(case, by=options.by, vector_bytes=16 if options.design == "rows16" else 8,
+                                   alternate=options.alternate)
+        label = f"{options.design} by={options.by}{' alternate' if options.alternate else ''}"
     else:
         width, height, chunk = default_parameters(case)
         source, launch, _ = render_pipe(case, width, height, chunk, shuffle=options.shuffle, skip=options.skip)
         label = f"pipe {width}x{height} L{chunk} shuffle={options.shuffle} skip={options.skip}"
-    prepared = backend.prepare(case, Variant("pipe", Kernel(source, launch), "candidate"))
+    if options.design != "halide" or options.candidate:
+        variant = Variant("pipe", Kernel(source, launch), "candidate")
+    prepared = backend.prepare(case, variant)
     buffers = backend.allocate(case, make_inputs(case, 1))
     coefficients = backend.coefficients(case.coefficients())
     for _ in range(2):  # the first compiles and warms; ncu profiles the second (--launch-skip 1)

@@ -2,7 +2,8 @@
 # Nsight Compute on campaign candidates by name (benchmarks/pipe_profile.py --candidate: the very source
 # the gate measured), one process each, the second launch profiled; `copy` for a name profiles the
 # harness's copy of the case's array size instead (the ceiling "% of copy" divides by), and design:NAME
-# pipe_profile.py's --design NAME (a kernel campaigns do not offer for the case). Reads
+# pipe_profile.py's --design NAME with any options after it (a kernel campaigns do not offer for the case), halide:SCHEDULE one compiled
+# schedule of the case's Halide pipeline (its kernels are kernel_out*; the AOT folder unpacked). Reads
 # "CASE NAME" lines from stdin; on the device machine after `source scripts/device_env.sh`.
 # Writes OUT_DIR/ncu_TAG_<case>_<name>.txt. Session 32 (docs/forge.md): scripts/lean_ncu.sh's list,
 # then scripts/rows_ncu.sh's.
@@ -11,11 +12,13 @@ OUT_DIR=${1:?usage: scripts/candidate_ncu.sh OUT_DIR TAG < "CASE NAME" lines}
 TAG=${2:?usage: scripts/candidate_ncu.sh OUT_DIR TAG < "CASE NAME" lines}
 while read -r case_id candidate; do
     [ -z "$case_id" ] && continue
-    name=$(echo "${case_id}_$candidate" | tr '/:+' '__-')
+    name=$(echo "${case_id}_$candidate" | tr '/:+ ' '__-_')
     if [ "$candidate" = copy ]; then
         kernel=(--kernel-name harness_copy --launch-skip 2); what=(--design copy)
-    elif [ "${candidate#design:}" != "$candidate" ]; then  # design:NAME, pipe_profile.py --design NAME
-        kernel=(--kernel-name stencil --launch-skip 1); what=(--design "${candidate#design:}")
+    elif [ "${candidate#halide:}" != "$candidate" ]; then  # halide:SCHEDULE, pipe_profile.py --design halide
+        kernel=(--kernel-name regex:kernel_out --launch-skip 1); what=(--design halide --schedule "${candidate#halide:}")
+    elif [ "${candidate#design:}" != "$candidate" ]; then  # design:NAME [OPTIONS], pipe_profile.py --design NAME [OPTIONS]
+        kernel=(--kernel-name stencil --launch-skip 1); read -r -a what <<< "--design ${candidate#design:}"
     else
         kernel=(--kernel-name stencil --launch-skip 1); what=(--candidate "$candidate")
     fi

@@ -40,13 +40,19 @@ from tests.measurement.workers import wait_for
 
 ROOT = Path(settings.BASE_DIR)
 QUICK_FIELDS = {"passes": QUICK.passes, "launches": QUICK.launches, "warmup": QUICK.warmup, "max_attempts": 1}
-# The honest kernel, doing its whole work n * n times on its n-th call, so the pass medians of any timing
-# drift far apart. A real kernel whose timing varies deliberately: the measurement is noisy on any machine, and
-# every output is right. n * n, not n (session 39): a fresh clone's re-run came out 0.209x (CI 0.162-0.283,
-# its spread too small to reach the admission's 0.538x); the squares widen the spread, so a load swing between
-# admission and re-run must be larger to hide the noise (docs/testing.md, session 39).
-NOISY = HONEST.replace("    const float c0", "    static int calls = 0;\n    calls++;\n    for (int again = 0; again < calls * calls; again++) {\n    const float c0", 1)
-NOISY = NOISY[:NOISY.rindex("}")] + "}\n}\n"
+# The honest kernel, sleeping 20 us x 8^(n-1) before its n-th call's work (n capped at 6), so the second pass's
+# median is tens of times the first's in any timing child (each starts counting at zero). A real kernel whose
+# timing varies deliberately: the measurement is noisy on any machine, and every output is right. It sleeps
+# rather than repeats its work (sessions 39-40 did n, then n * n times the work): a load burst stretches work
+# but not a sleep, so the noise no longer shrinks with the load, and a spread of tens of times reaches past any
+# admission that stalled bounds inflated (4 of 44 runs under bursty load failed with n * n; docs/testing.md).
+NOISY = HONEST.replace("#include <stddef.h>", "#include <stddef.h>\n#include <time.h>", 1).replace(
+    "    const float c0",
+    "    static int calls = 0;\n"
+    "    struct timespec pause = {0, 20000L};\n"
+    "    for (int n = ++calls < 6 ? calls : 6; n > 1; n--) pause.tv_nsec *= 8;\n"
+    "    nanosleep(&pause, NULL);\n"
+    "    const float c0", 1)
 
 
 def wait_until_ended(rerun_id: str, seconds: float = 300) -> tuple[dict, set[str]]:
