@@ -143,7 +143,8 @@ def measure(
             floors = {check.label: check.error for check in correctness.checks}
         reports[name] = VariantReport(variant, description["precisions"].get(name, case.precision), correctness,
                                       identity=description.get("identities", {}).get(name, {}))
-    refuse_failed_composed(reports, given)
+    required = {*given, *schedules}  # the composed bounds and every library a tuning run chose a schedule for
+    refuse_failed_bounds(reports, required)
     # A candidate that fails its checks ends the measurement before anything is timed.
     held = judge_variants(case, specs, {v.name: checked[v.name][1] for v in own_child if checked[v.name][0] is None},
                           references, floors)
@@ -157,23 +158,31 @@ def measure(
     timed = [r.variant for r in reports.values() if r.correctness.correct]
     _time(report, timed, protocol, say)
     if report.variants["straightforward"].timing is not None:  # the baselines were timed
-        refuse_failed_composed(reports, given, timed=True)
+        refuse_failed_bounds(reports, required, timed=True)
     return report
 
 
-def refuse_failed_composed(reports: dict[str, VariantReport], composed: dict[str, Variant], timed: bool = False) -> None:
-    """MeasurementError when a composed bound did not run correctly (`timed`: or was not timed usably).
-    It launches the harness's straightforward kernel or an admitted one, correct by the ledger's own
-    verdicts, so its failure is the harness's to explain, never a reason to judge over the bounds
-    that are left: session 40's gate of diamond_ts4/512^3 lost both composed bounds to an illegal
-    address (the admitted star_1 kernel's 16-byte neighbour loads ran past the scratch grids, which
-    had no padding then) and admitted the candidate over tuned Halide at 2.31x, where that session's
-    sweep had it at 1.80x over four launches of the star_1 kernel (docs/gpu.md, session 40)."""
-    failed = {name: reports[name] for name in composed if name in reports
+def refuse_failed_bounds(reports: dict[str, VariantReport], required: set[str], timed: bool = False) -> None:
+    """MeasurementError when a bound the ledger vouches for did not run correctly (`timed`: or was not
+    timed usably): a composed bound (the harness's straightforward kernel or an admitted one, correct by
+    the ledger's own verdicts) or a library whose tuning run found its chosen schedule correct. Either
+    failing is the harness's or the machine's to explain, never a reason to judge over the bounds that
+    are left: session 40's gate of diamond_ts4/512^3 lost both composed bounds to an illegal address
+    (the admitted star_1 kernel's 16-byte neighbour loads ran past the scratch grids, which had no
+    padding then) and admitted the candidate over tuned Halide at 2.31x, where that session's sweep had
+    it at 1.80x over four launches of the star_1 kernel (docs/gpu.md, session 40). A tuned library that
+    is missing altogether is refused before this (session_info.refuse_missing_libraries)."""
+    failed = {name: reports[name] for name in sorted(required) if name in reports
               and not (reports[name].usable if timed else reports[name].correctness.correct)}
     if failed:
-        listed = "; ".join(f"{name}: {_failure(report)}" for name, report in failed.items())
-        raise MeasurementError(f"a composed bound failed ({listed}): a verdict without it would stand over a weaker bound")
+        listed = "; ".join(f"{_bound_name(report)}: {_failure(report)}" for report in failed.values())
+        raise MeasurementError(f"a bound the ledger vouches for failed ({listed}): a verdict without it would stand "
+                               "over a weaker bound")
+
+
+def _bound_name(report: VariantReport) -> str:
+    schedule = report.variant.schedule
+    return f"{report.variant.name} [{schedule}] (tuned)" if schedule else report.variant.name
 
 
 def _failure(report: VariantReport) -> str:
