@@ -20,7 +20,8 @@ output stores) on each lean kernel; `--family rows` its `ry` (several rows a thr
 `--family bulk` forge/handwritten_planes.py's `planes` with and without `bulk`, and with its producer warp (star_R in f32 and f64);
 `--family producer` the producer warp over buffers and planes a block;
 `--family unroll` session 34's `unroll` (rows or planes a step of the march) beside every Halide schedule of the case;
-`--family narrow` one double a lane (f64) the same way; `--family pull` the producer warp without the queue.
+`--family narrow` one double a lane (f64) the same way; `--family pull` the producer warp without the queue;
+`--family burst` session 41's `burst` (a short chunk unrolled whole) beside every Halide schedule too.
 
 On the device machine (docs/gpu.md):
 
@@ -348,6 +349,18 @@ def narrow_variants(case) -> list[tuple[str, dict]]:
     return made
 
 
+def burst_variants(case) -> list[tuple[str, dict]]:
+    """rows16 as gated and short4 marching down, then `burst` chunks of 4, 8 and 16 rows (planes) in 1-, 2- and 4-row
+    blocks, one double (8 bytes) a lane and 16-byte vectors, `split` (tuned Halide's star2d_1 f64 shape: 8 rows, 64 threads)."""
+    chunk = default_chunk(case, 1)
+    made = [("rows16", {"nv": 1, "chunk": chunk, "by": 8}), ("short4+alternate", {"nv": 1, "chunk": chunk, "by": 4, "alternate": True})]
+    for vector_bytes in (8, 16):
+        made += [(f"burst{vector_bytes}+by{by}+l{length}", {"nv": 1, "chunk": length, "by": by, "vector_bytes": vector_bytes,
+                                                           "split": True, "burst": True})
+                 for by in (1, 2, 4) for length in (4, 8, 16)]
+    return made
+
+
 def sweep_beside_halide(backend, case_id: str, passes: int, launches: int, admitted=None, made=unroll_variants) -> tuple[dict, str]:
     """`made`'s variants (`unroll_variants`, or `narrow_variants` for `--family narrow`) beside the admitted kernel and
     every Halide schedule the carried AOT folder has for the case (the public bound: a retracted case such as star2d_1
@@ -382,7 +395,8 @@ def main() -> int:
                        "rows": lambda *a, **k: sweep_changes(*a, rows=True, **k),
                        "tall": lambda *a, **k: sweep_changes(*a, tall=True, **k), "bulk": sweep_bulk,
                        "producer": sweep_producer, "unroll": sweep_beside_halide,
-                       "narrow": lambda *a, **k: sweep_beside_halide(*a, made=narrow_variants, **k), "pull": sweep_pull})
+                       "narrow": lambda *a, **k: sweep_beside_halide(*a, made=narrow_variants, **k), "pull": sweep_pull,
+                       "burst": lambda *a, **k: sweep_beside_halide(*a, made=burst_variants, **k)})
 
 
 if __name__ == "__main__":

@@ -52,7 +52,8 @@ def default_chunk(case: Case, nv: int) -> int:
 
 def render(case: Case, nv: int = 1, by: int = 8, chunk: int | None = None, vector_bytes: int = VECTOR_BYTES,
            shuffle: bool = False, l2_prefetch: bool = False, alternate: bool = False, split: bool = False,
-           stride: bool = False, streaming: bool = False, ry: int = 1, unroll: int = 2) -> tuple[str, dict, str]:
+           stride: bool = False, streaming: bool = False, ry: int = 1, unroll: int = 2,
+           burst: bool = False) -> tuple[str, dict, str]:
     """`shuffle`, `l2_prefetch` and `alternate` are the changes of session 28 (docs/forge.md), each
     off renders the gated sources byte for byte. `alternate`: odd chunks march down z (y in 2D), so
     two neighbouring chunks read the planes at their shared boundary at about the same time, both
@@ -90,11 +91,20 @@ def render(case: Case, nv: int = 1, by: int = 8, chunk: int | None = None, vecto
     where nvcc ignores it, warning 607, and unrolls by its own measure: the PTX of star2d_1 f64 short4+alternate
     has 19 global loads, against 9 at `unroll` 1 and 37 at 4). More planes a step let a thread have more row loads in flight: the 2D
     kernels stall below the copy's rate (star2d_1 f64 88% against tuned Halide's 90%, whose threads each have
-    8 rows unrolled), and a longer chunk, which reads fewer halo rows, lost because it leaves fewer threads."""
+    8 rows unrolled), and a longer chunk, which reads fewer halo rows, lost because it leaves fewer threads.
+
+    `burst` (session 41): the chunk's march unrolled whole, every row read unconditionally (the grid's last chunk
+    reads its last row again instead of leaving the loop) and the outputs held in registers until the loop's end, so
+    no store stands between two rows' loads and nvcc may issue a short chunk's loads all at once, as
+    tuned Halide's star2d_1 f64 kernel does (8 rows a thread, 64-thread blocks). Nsight Compute on the H100 put that
+    kernel at the copy's DRAM rate (85.5%) and ours at 80%, marching down or not (docs/gpu.md, session 41); its
+    threads issue each row's loads before any arithmetic, ours a row or two ahead."""
     stencil = case.stencil
     if stencil.time_steps != 1:
         raise ValueError(f"{case.type}: the plane-queue design is for one application (T = 1), not {stencil.time_steps}"
                          " (render_temporal is for T > 1)")
+    if burst and (alternate or stride or ry > 1):
+        raise ValueError("a burst chunk is short and unrolled whole: it marches one way, one row a thread, k from kb")
     if ry > 1 and (stencil.dims != 3 or shuffle):
         raise ValueError("several rows a thread (ry) are for 3D stencils without the shuffled x halo")
     chunk = chunk or default_chunk(case, nv)
@@ -117,13 +127,14 @@ def render(case: Case, nv: int = 1, by: int = 8, chunk: int | None = None, vecto
                                 ("plane address advanced by the stride", stride),
                                 ("evict-first output stores", streaming),
                                 (f"{ry} rows a thread", ry > 1),
+                                ("the chunk unrolled whole, every row read", burst),
                                 (f"the march unrolled {unroll} {'planes' if three else 'rows'} a step", unroll != 2)) if on]
     if changes:
         comment.append(f"/* Changes: {', '.join(changes)}. */")
     source = _marching_kernel(case, v, vw, chunk, comment, [], setup,
                               plane_body(case, plane_plan(case), v, vw, "        ", shuffle, ry),
                               shuffle=shuffle, l2_prefetch=l2_prefetch, alternate=alternate, split=split, stride=stride,
-                              streaming=streaming, ry=ry, unroll=unroll, loop_pragma=unroll != 2)
+                              streaming=streaming, ry=ry, unroll=unroll, loop_pragma=unroll != 2, burst=burst)
     hypothesis = (
         f"{case.id}: {vector_bytes}-byte row loads ({v} x-points per thread) and a {2 * stencil.radius + 1}-deep register queue marching "
         f"{chunk} {'planes' if three else 'rows'} cut the load instructions per point and read each input plane once; "
@@ -195,7 +206,8 @@ def _launch(case: Case, v: int, by: int, chunk: int, ry: int = 1) -> dict:
 def _marching_kernel(case: Case, v: int, vw: int, chunk: int, comment: list[str], file_scope: list[str],
                      setup: list[str], body: list[str], unroll: int = 2, shuffle: bool = False,
                      l2_prefetch: bool = False, alternate: bool = False, split: bool = False,
-                     stride: bool = False, streaming: bool = False, ry: int = 1, loop_pragma: bool = False) -> str:
+                     stride: bool = False, streaming: bool = False, ry: int = 1, loop_pragma: bool = False,
+                     burst: bool = False) -> str:
     """The skeleton both designs share: thread -> (V x-points, row, chunk of planes), the
     register queue of 2H+1 partial output planes (H = the halo), its store and shift; `setup`
     runs before any thread returns (it may synchronise), `body` adds plane k into the queue.
@@ -249,7 +261,8 @@ def _marching_kernel(case: Case, v: int, vw: int, chunk: int, comment: list[str]
     aligned = ("(nx % V == 0) && ((((unsigned long long)u | (unsigned long long)y"
                + (" | (unsigned long long)a" if stencil.variable_coefficient else "") + f") & {vw * case.dtype.itemsize - 1}) == 0);")
     lines += ["    if (kb >= ke) return;", f"    const bool {'vec_ok' if split else 'vec'} = {aligned}"]
-    march = _march(case, v, vw, unroll, body, alternate, pragma_on_loop=split or stride or loop_pragma, stride=stride, ry=ry)
+    march = _march(case, v, vw, unroll, body, alternate, pragma_on_loop=split or stride or loop_pragma, stride=stride, ry=ry,
+                   burst=burst)
     if split:  # each loop sees `vec` as a constant, so nvcc emits only its own path
         march = [f"    {line}" if line.strip() and not line.startswith("#") else line for line in march]
         lines += ["    if (vec_ok) {", "        constexpr bool vec = true;", *march,
@@ -261,7 +274,7 @@ def _marching_kernel(case: Case, v: int, vw: int, chunk: int, comment: list[str]
 
 
 def _march(case: Case, v: int, vw: int, unroll: int, body: list[str], alternate: bool, pragma_on_loop: bool,
-           stride: bool, ry: int = 1) -> list[str]:
+           stride: bool, ry: int = 1, burst: bool = False) -> list[str]:
     """The queue and the loop over the chunk's planes (with `stride`, `base` advances by the plane
     stride instead of being k * sk + rowbase; with `ry` > 1, a queue for each of the thread's rows)."""
     three = case.stencil.dims == 3
@@ -283,6 +296,11 @@ def _march(case: Case, v: int, vw: int, unroll: int, body: list[str], alternate:
         if not pragma_on_loop:
             head.insert(0, pragma)
         complete = "n >= 2 * R"
+    elif burst:
+        head = ["#pragma unroll", "    for (int n = 0; n < L + 2 * R; ++n) {",
+                "        const int k = min(kb - R + n, ke + R - 1);  /* past the grid's last row: that row again, not stored */",
+                "        const long base = (long)k * sk + rowbase;"]
+        complete = "n >= 2 * R && kb - R + n < ke + R"
     else:
         if stride:
             head = ["    long base = (long)(kb - R) * sk + rowbase;", pragma, "    for (int k = kb - R; k < ke + R; ++k, base += sk) {"]
@@ -296,6 +314,12 @@ def _march(case: Case, v: int, vw: int, unroll: int, body: list[str], alternate:
     shift = ["#pragma unroll", "        for (int s = 0; s < 2 * R; ++s)", "#pragma unroll",
              "            for (int i = 0; i < V; ++i) q[s][i] = q[s + 1][i];", "#pragma unroll",
              "        for (int i = 0; i < V; ++i) q[2 * R][i] = 0;"]
+    if burst:  # the outputs held in registers and stored after the loop: no store between two rows' loads
+        hold = ["#pragma unroll", "            for (int i = 0; i < V; ++i) held[n - 2 * R][i] = q[0][i];"]
+        store = ["#pragma unroll", "    for (int j = 0; j < L; ++j) {", "        if (kb + j >= ke) break;",
+                 "        const long out = (long)(kb + j) * sk + rowbase;", *_store(case, v, vw, "        ", queue="held[j]"), "    }"]
+        return ["    acc_t q[2 * R + 1][V], held[L][V];", *zero, *head, *body, f"        if ({complete}) {{", *hold, "        }",
+                *shift, "    }", *store]
     if ry == 1:
         store = _store(case, v, vw, "            ")
         return ["    acc_t q[2 * R + 1][V];", *zero, *head, *body, f"        if ({complete}) {{",

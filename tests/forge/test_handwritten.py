@@ -201,3 +201,24 @@ def test_one_double_a_lane_is_correct(case_id, changes):
 def test_one_double_a_lane_takes_no_load_hint():
     with pytest.raises(ValueError, match="no vector load or store to hint"):
         render(parse_case("star2d_1/33x64/f64"), vector_bytes=8, streaming=True)
+
+
+@pytest.mark.parametrize("case_id", ["star2d_1/33x64/f64", "star2d_1/31x37/f64", "star2d_1/40x35/f32", "star_1/9x11x37/f64",
+                                     "box_1/9x11x23/f32"])
+@pytest.mark.parametrize("changes", [{"chunk": 4}, {"chunk": 8, "by": 2, "vector_bytes": 8}, {"chunk": 3, "split": True}])
+def test_a_burst_chunk_is_correct_up_to_the_grid_edge(case_id, changes):
+    """Session 41's `burst`: the chunk unrolled whole, every row read; the last chunk of an extent that is not a
+    multiple of it reads its last row again and must store nothing past it (37, 35 and 23 are not)."""
+    case = parse_case(case_id)
+    if changes.get("vector_bytes") == 8 and case.precision != "f64":
+        changes = {**changes, "vector_bytes": 16}
+    source, launch, _ = render(case, burst=True, **changes)
+    assert "the chunk unrolled whole, every row read" in source and "min(kb - R + n, ke + R - 1)" in source
+    for misalign in (False, True):
+        assert judged(case, source, launch, misalign) <= TOLERANCE[case.precision], (changes, misalign)
+
+
+def test_a_burst_chunk_marches_one_way_one_row_a_thread():
+    for changes in ({"alternate": True}, {"stride": True}, {"ry": 2}):
+        with pytest.raises(ValueError, match="a burst chunk is short and unrolled whole"):
+            render(parse_case("star_1/9x11x64/f32"), burst=True, **changes)
