@@ -76,7 +76,7 @@ def matrix_candidates(case: Case) -> list[tuple[str, dict, str, str]]:
         made.append(planes_candidate(case))
         if case.precision == "f64" and stencil.radius == 2:  # where the H200 sweep put the producer warp ahead (session 33)
             made.append(producer_candidate(case))
-    return made + marching_down(case, chunk) + lean(case, chunk) + rows_a_thread(case, chunk)
+    return made + marching_down(case, chunk) + lean(case, chunk) + rows_a_thread(case, chunk) + burst(case)
 
 
 def marching_down(case: Case, chunk: int) -> list[tuple[str, dict, str, str]]:
@@ -155,4 +155,26 @@ def rows_a_thread(case: Case, chunk: int) -> list[tuple[str, dict, str, str]]:
                           "from the L2 beyond one a point limit it (ncu, scripts/rows_ncu.sh: 1.71x the input at "
                           "box_1/512^3 f32 with the L2 as busy as in a copy).")
             made.append((f"{label}: hand-written plane queue, {ry} rows a thread", launch, hypothesis, source))
+    return made
+
+
+def burst(case: Case) -> list[tuple[str, dict, str, str]]:
+    """Session 41's `burst` (forge/handwritten.py `render`: 4 rows a thread, unrolled whole, every row read before
+    any output is stored) for the 2D cases in f32 and f64, in the two shapes the H100 sweep put first
+    (docs/benchmarks/handwritten_burst_h100_s41.json): 16-byte vectors in 1-row blocks (star2d_1/8192^2 f64 98.7% of
+    copy, 1.037x tuned Halide, 1.149x rows16) and 8-byte vectors in 4-row blocks (star2d_1 f32 96.6%, box2d_1 f32
+    96.8%). The marching kernels run DRAM at 80% of its peak where tuned Halide's short unrolled blocks run it at the
+    copy's 85.5% (Nsight Compute, docs/gpu.md session 41). Not offered in f16 (not measured) nor in 3D, whose
+    chunks' z halo would be read again for every 4 planes."""
+    if case.stencil.dims != 2 or case.precision == "f16":
+        return []
+    made = []
+    for vector_bytes, by in ((16, 1), (8, 4)):
+        source, launch, _ = render(case, chunk=4, by=by, vector_bytes=vector_bytes, split=True, burst=True)
+        label = f"burst{vector_bytes}+by{by}+l4"
+        hypothesis = (f"{case.id}: 4 rows a thread, the march unrolled whole and the outputs stored after it, so a "
+                      "thread issues all its rows' loads at once, as tuned Halide's kernel does; gains where the DRAM "
+                      "rate, not the bytes, keeps the marching kernels from the copy (docs/gpu.md, session 41).")
+        made.append((f"{label}: hand-written short chunk unrolled whole, {vector_bytes}-byte vectors, {by}-row blocks",
+                     launch, hypothesis, source))
     return made
