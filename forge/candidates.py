@@ -159,20 +159,23 @@ def rows_a_thread(case: Case, chunk: int) -> list[tuple[str, dict, str, str]]:
 
 
 def burst(case: Case) -> list[tuple[str, dict, str, str]]:
-    """Session 41's `burst` (forge/handwritten.py `render`: 4 rows a thread, unrolled whole, every row read before
-    any output is stored) for the 2D cases in f32 and f64, in the two shapes the H100 sweep put first
-    (docs/benchmarks/handwritten_burst_h100_s41.json): 16-byte vectors in 1-row blocks (star2d_1/8192^2 f64 98.7% of
-    copy, 1.037x tuned Halide, 1.149x rows16) and 8-byte vectors in 4-row blocks (star2d_1 f32 96.6%, box2d_1 f32
-    96.8%). The marching kernels run DRAM at 80% of its peak where tuned Halide's short unrolled blocks run it at the
-    copy's 85.5% (Nsight Compute, docs/gpu.md session 41). Not offered in f16 (not measured) nor in 3D, whose
-    chunks' z halo would be read again for every 4 planes."""
-    if case.stencil.dims != 2 or case.precision == "f16":
+    """Session 41's `burst` (forge/handwritten.py `render`: a few rows a thread, unrolled whole, every row read before
+    any output is stored) for the 2D cases, in the two shapes the H100 sweeps put first per precision
+    (docs/benchmarks/handwritten_burst_h100_s41.json, handwritten_burst_f16_h100_s41.json): in f32 and f64 16-byte
+    vectors in 1-row blocks and 8-byte vectors in 4-row blocks, 4 rows a thread (star2d_1/8192^2 f64 98.7% of copy,
+    1.037x tuned Halide; star2d_1 and box2d_1 f32 96.3-96.8%); in f16 16-byte vectors in 4-row blocks, 4 and 8 rows
+    (box2d_1/8192^2 94.6%, star2d_1/16384^2 98.3-98.8%, against 84-89% for the marching kernels). The marching
+    kernels run DRAM at 80% of its peak where tuned Halide's short unrolled blocks run it at the copy's 85.5%
+    (Nsight Compute, docs/gpu.md session 41). Not offered in 3D, whose chunks' z halo would be read again for every
+    few planes."""
+    if case.stencil.dims != 2:
         return []
+    shapes = ((16, 4, 4), (16, 4, 8)) if case.precision == "f16" else ((16, 1, 4), (8, 4, 4))
     made = []
-    for vector_bytes, by in ((16, 1), (8, 4)):
-        source, launch, _ = render(case, chunk=4, by=by, vector_bytes=vector_bytes, split=True, burst=True)
-        label = f"burst{vector_bytes}+by{by}+l4"
-        hypothesis = (f"{case.id}: 4 rows a thread, the march unrolled whole and the outputs stored after it, so a "
+    for vector_bytes, by, rows in shapes:
+        source, launch, _ = render(case, chunk=rows, by=by, vector_bytes=vector_bytes, split=True, burst=True)
+        label = f"burst{vector_bytes}+by{by}+l{rows}"
+        hypothesis = (f"{case.id}: {rows} rows a thread, the march unrolled whole and the outputs stored after it, so a "
                       "thread issues all its rows' loads at once, as tuned Halide's kernel does; gains where the DRAM "
                       "rate, not the bytes, keeps the marching kernels from the copy (docs/gpu.md, session 41).")
         made.append((f"{label}: hand-written short chunk unrolled whole, {vector_bytes}-byte vectors, {by}-row blocks",
