@@ -350,15 +350,11 @@ def narrow_variants(case) -> list[tuple[str, dict]]:
 
 
 def burst_variants(case) -> list[tuple[str, dict]]:
-    """rows16 as gated and short4 marching down, then `burst` chunks of 4, 8 and 16 rows (planes) in 1-, 2- and 4-row
-    blocks, one double (8 bytes) a lane and 16-byte vectors, `split` (tuned Halide's star2d_1 f64 shape: 8 rows, 64 threads)."""
+    """rows16, short4 marching down, then `burst` (session 41) in 4, 8 and 16 rows, 1-, 2- and 4-row blocks, 8- and 16-byte vectors."""
     chunk = default_chunk(case, 1)
     made = [("rows16", {"nv": 1, "chunk": chunk, "by": 8}), ("short4+alternate", {"nv": 1, "chunk": chunk, "by": 4, "alternate": True})]
-    for vector_bytes in (8, 16):
-        made += [(f"burst{vector_bytes}+by{by}+l{length}", {"nv": 1, "chunk": length, "by": by, "vector_bytes": vector_bytes,
-                                                           "split": True, "burst": True})
-                 for by in (1, 2, 4) for length in (4, 8, 16)]
-    return made
+    return made + [(f"burst{vb}+by{by}+l{rows}", {"nv": 1, "chunk": rows, "by": by, "vector_bytes": vb, "split": True, "burst": True})
+                   for vb in (8, 16) for by in (1, 2, 4) for rows in (4, 8, 16)]
 
 
 def sweep_beside_halide(backend, case_id: str, passes: int, launches: int, admitted=None, made=unroll_variants) -> tuple[dict, str]:
