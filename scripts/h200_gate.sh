@@ -36,9 +36,11 @@ fi
 source scripts/device_env.sh || exit 1
 python3 scripts/halide_aot.py --unpack || exit 1
 xz -dc device_carry/prev/h200.jsonl.xz > /tmp/prev.jsonl
-# the composed bounds first (session 40: a composed bound that faulted let a gate judge over a weaker one)
+# the composed bounds first (session 40: a composed bound that faulted let a gate judge over a weaker one), and the
+# newest candidates on the GPU (session 41's burst: emulated, not yet run on a GPU when it was first offered)
 FORGESTENCIL_REQUIRE_GPU=1 python3 -m pytest -p pytest_django.plugin -m gpu -q tests/measurement/test_cuda_bounds.py \
-    tests/measurement/test_composed.py > "$R/gpu_composed_$TAG.log" 2>&1 || { tail -5 "$R/gpu_composed_$TAG.log"; exit 1; }
+    tests/measurement/test_composed.py tests/forge/test_handwritten_gpu.py::test_the_burst_candidates_are_correct_on_the_gpu \
+    > "$R/gpu_composed_$TAG.log" 2>&1 || { tail -5 "$R/gpu_composed_$TAG.log"; exit 1; }
 LEDGER_SIGNING_KEY=$(cat "${seeds[0]}")
 export LEDGER_SIGNING_KEY
 cases=$(tr ',' '\n' <<< "$SUBJECTS" | cut -d= -f1 | paste -sd, -)
