@@ -2,8 +2,8 @@
 # Nsight Compute on star2d_1/8192^2 f64, retracted at 0.963x of tuned Halide's auto_anderson2021 schedule: that
 # schedule's kernel beside our campaign candidates for the case, the straightforward kernel and the harness's copy
 # (session 37's item 5, docs/gpu.md): where Halide's 2% comes from (DRAM bytes read and written, L2 reads, occupancy,
-# issue), and what session 41's `burst` candidates changed of it. On the device machine after `source scripts/device_env.sh && python3 scripts/halide_aot.py --unpack`;
-# writes OUT_DIR/ncu_star2d_*.txt.
+# issue), and what session 41's `burst` candidates changed of it. On the device machine after
+# `source scripts/device_env.sh && python3 scripts/halide_aot.py --unpack`; writes OUT_DIR/ncu_star2d_*.txt.
 set -uo pipefail
 OUT_DIR=${1:?usage: scripts/star2d_ncu.sh OUT_DIR}
 bash "$(dirname "$0")/candidate_ncu.sh" "$OUT_DIR" star2d <<'CASES'
