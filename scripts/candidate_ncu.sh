@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Nsight Compute on campaign candidates by name (benchmarks/pipe_profile.py --candidate: the very source
 # the gate measured), one process each, the second launch profiled; `copy` for a name profiles the
-# harness's copy of the case's array size instead (the ceiling "% of copy" divides by), and design:NAME
-# pipe_profile.py's --design NAME with any options after it (a kernel campaigns do not offer for the case), halide:SCHEDULE one compiled
-# schedule of the case's Halide pipeline (its kernels are kernel_out*; the AOT folder unpacked). Reads
-# "CASE NAME" lines from stdin; on the device machine after `source scripts/device_env.sh`.
+# harness's copy of the case's array size instead (the ceiling "% of copy" divides by), design:NAME
+# pipe_profile.py's --design NAME with any options after it (a kernel campaigns do not offer for the case),
+# and halide:SCHEDULE one compiled schedule of the case's Halide pipeline (its kernels are kernel_out*; the
+# AOT folder unpacked). Reads "CASE NAME" lines from stdin; on the device machine after
+# `source scripts/device_env.sh`.
 # Writes OUT_DIR/ncu_TAG_<case>_<name>.txt. Session 32 (docs/forge.md): scripts/lean_ncu.sh's list,
 # then scripts/rows_ncu.sh's.
 set -uo pipefail

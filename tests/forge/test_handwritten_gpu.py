@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 
+from forge.candidates import burst
 from forge.handwritten_cluster import render_cluster_pipe
 from forge.handwritten_temporal import render_pipe
 from forge.handwritten_tensor import render as render_tensor
@@ -79,8 +80,6 @@ def test_the_tensor_core_queue_with_copies_through_l1_is_correct_on_the_gpu(cuda
 def test_the_burst_candidates_are_correct_on_the_gpu(cuda_backend, case_id):
     """Session 41's `burst` (forge/candidates.py `burst`), as campaigns submit it, on extents that are not multiples of
     its chunk or tile: what the emulation checks, through NVRTC and the hardware's vector loads."""
-    from forge.candidates import burst
-
     case = parse_case(case_id)
     made = burst(case)
     assert len(made) == 2
