@@ -166,18 +166,27 @@ def burst(case: Case) -> list[tuple[str, dict, str, str]]:
     1.037x tuned Halide; star2d_1 and box2d_1 f32 96.3-96.8%); in f16 16-byte vectors in 4-row blocks, 4 and 8 rows
     (box2d_1/8192^2 94.6%, star2d_1/16384^2 98.3-98.8%, against 84-89% for the marching kernels). The marching
     kernels run DRAM at 80% of its peak where tuned Halide's short unrolled blocks run it at the copy's 85.5%
-    (Nsight Compute, docs/gpu.md session 41). Not offered in 3D, whose chunks' z halo would be read again for every
-    few planes."""
-    if case.stencil.dims != 2:
+    (Nsight Compute, docs/gpu.md session 41).
+
+    In 3D a chunk of planes reads its two z halo planes again, so `burst` is offered only where the H100 sweep of
+    session 42 measured it ahead anyway (docs/benchmarks/handwritten_burst3d_h100_s42.json): star_1 in f32, 16-byte
+    vectors in 4-row blocks, 8 and 4 planes a thread (star_1/512^3 94% of copy, 1.10x short4 marching down). It lost
+    at box_1/256^3 (0.92x short4 marching down) and gained under 2% in f16."""
+    stencil = case.stencil
+    if stencil.dims == 2:
+        shapes = ((16, 4, 4), (16, 4, 8)) if case.precision == "f16" else ((16, 1, 4), (8, 4, 4))
+    elif (case.precision, stencil.family, stencil.radius, stencil.variable_coefficient) == ("f32", "star", 1, False):
+        shapes = ((16, 4, 8), (16, 4, 4))
+    else:
         return []
-    shapes = ((16, 4, 4), (16, 4, 8)) if case.precision == "f16" else ((16, 1, 4), (8, 4, 4))
     made = []
     for vector_bytes, by, rows in shapes:
         source, launch, _ = render(case, chunk=rows, by=by, vector_bytes=vector_bytes, split=True, burst=True)
         label = f"burst{vector_bytes}+by{by}+l{rows}"
-        hypothesis = (f"{case.id}: {rows} rows a thread, the march unrolled whole and the outputs stored after it, so a "
-                      "thread issues all its rows' loads at once, as tuned Halide's kernel does; gains where the DRAM "
-                      "rate, not the bytes, keeps the marching kernels from the copy (docs/gpu.md, session 41).")
+        hypothesis = (f"{case.id}: {rows} {'rows' if stencil.dims == 2 else 'planes'} a thread, the march unrolled whole "
+                      "and the outputs stored after it, so a thread issues all its loads at once, as tuned Halide's "
+                      "kernel does; gains where the DRAM rate, not the bytes, keeps the marching kernels from the copy "
+                      "(docs/gpu.md, sessions 41 and 42).")
         made.append((f"{label}: hand-written short chunk unrolled whole, {vector_bytes}-byte vectors, {by}-row blocks",
                      launch, hypothesis, source))
     return made

@@ -74,7 +74,8 @@ def test_the_one_change_variants_offered():
     """rows8 only where the x halo fits a narrower vector and one exists (not f64, not star_4 f32);
     planes (forge/handwritten_planes.py) last of the designs for the 3D constant-coefficient stars
     (star_R), then the marching-down and lean variants of the designs before it, then several rows a
-    thread on short4's lean kernel for the f32 3D radius-1 constant-coefficient stencils alone."""
+    thread on short4's lean kernel for the f32 3D radius-1 constant-coefficient stencils alone, and for star_1 f32
+    `burst` (a short chunk of planes unrolled whole) last."""
     def offered(case_id):
         return [c[0].split(":")[0] for c in matrix_candidates(parse_case(case_id))]
 
@@ -82,7 +83,9 @@ def test_the_one_change_variants_offered():
     lean = ["rows16+lean", "short4+lean", "rows8+lean"]  # session 30, last: up, then down where offered
     lean_down = ["rows16+alternate+lean", "short4+alternate+lean", "rows8+alternate+lean"]
     rows = ["short4+lean+ry2", "short4+lean+ry4", "short4+alternate+lean+ry2", "short4+alternate+lean+ry4"]  # session 32
-    assert offered("star_1/512x512x512/f32") == ["rows16", "rows8", "short4", "planes", *down, *lean, *lean_down, *rows]
+    burst = ["burst16+by4+l8", "burst16+by4+l4"]  # session 42, in 3D star_1 f32 alone
+    assert offered("star_1/512x512x512/f32") == ["rows16", "rows8", "short4", "planes", *down, *lean, *lean_down, *rows,
+                                                 *burst]
     assert offered("box_1/512x512x512/f32") == ["rows16", "rows8", "short4", *down, *lean, *lean_down, *rows]
     assert offered("varcoef_star_1/256x256x256/f32") == ["rows16", "rows8", "short4", "rows8+alternate",
                                                          "short4+alternate", "rows16+alternate", *lean, *lean_down]
