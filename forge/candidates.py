@@ -168,15 +168,20 @@ def burst(case: Case) -> list[tuple[str, dict, str, str]]:
     kernels run DRAM at 80% of its peak where tuned Halide's short unrolled blocks run it at the copy's 85.5%
     (Nsight Compute, docs/gpu.md session 41).
 
-    In 3D a chunk of planes reads its two z halo planes again, so `burst` is offered only where the H100 sweep of
-    session 42 measured it ahead anyway (docs/benchmarks/handwritten_burst3d_h100_s42.json): star_1 in f32, 16-byte
-    vectors in 4-row blocks, 8 and 4 planes a thread (star_1/512^3 94% of copy, 1.10x short4 marching down). It lost
-    at box_1/256^3 (0.92x short4 marching down) and gained under 2% in f16."""
+    In 3D a chunk of planes reads its z halo planes again, so `burst` is offered only to the 3D types the H100 sweeps
+    of session 42 measured it ahead of the admitted kernel on (docs/benchmarks/handwritten_burst3d_admitted_h100_s42.json,
+    the admitted kernels timed beside it): the f32 stars up to radius 2 (varcoef_star_1 too) and star_1 in f64, 16-byte
+    vectors in 4-row blocks, 4 and 8 planes a thread (star_1/512^3 f32 1.07x its admitted kernel, 93% of copy;
+    star_1/128x256x2048 f32 1.05x; star_1/512^3 f64 1.06x, 95%; star_2/512^3 f32 1.04x; varcoef_star_1/512^3 f32
+    1.07x, 98%). It lost where z is short or the footprint wide: star_1/64x1024^2 f32 0.96x, star_2/256^3 f32 0.95x,
+    box_1/512^3 f32 0.97x; in f16 it gained under 2% over the straightforward kernel (star_1/512^3,
+    handwritten_burst3d_h100_s42.json)."""
     stencil = case.stencil
     if stencil.dims == 2:
         shapes = ((16, 4, 4), (16, 4, 8)) if case.precision == "f16" else ((16, 1, 4), (8, 4, 4))
-    elif (case.precision, stencil.family, stencil.radius, stencil.variable_coefficient) == ("f32", "star", 1, False):
-        shapes = ((16, 4, 8), (16, 4, 4))
+    elif stencil.family == "star" and (case.precision == "f32" and stencil.radius <= 2 or
+                                       case.precision == "f64" and stencil.radius == 1 and not stencil.variable_coefficient):
+        shapes = ((16, 4, 4), (16, 4, 8))
     else:
         return []
     made = []

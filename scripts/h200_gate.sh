@@ -17,6 +17,9 @@
 # edge cases to measure with the new kernels, or "-". Writes to $OUT/r (8 files at most come back):
 # device_machine_TAG.txt, gpu_composed_TAG.log, h200_campaign_TAG.log, h200_edges_TAG.log,
 # h200_matrix_rerun_TAG.json and .log, and export_TAG.jsonl.xz (the last ledger written: re-run, edges or campaign).
+# Each step has a deadline in seconds of the call (campaign by 330, edges by 470, re-run by 545: bash's SECONDS), so
+# that ten cases and their edges end inside the tool's 600 s with the export packed; a step a deadline cut short
+# says so in its log, and the next call finishes it from this call's export.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 TAG=${1:?usage: scripts/h200_gate.sh TAG SUBJECTS EDGES}
@@ -46,17 +49,18 @@ export LEDGER_SIGNING_KEY
 cases=$(tr ',' '\n' <<< "$SUBJECTS" | cut -d= -f1 | paste -sd, -)
 began=$(date +%s)
 python3 benchmarks/forge_campaign.py --backend cuda --handwritten --handwritten-from 1 --subjects "$SUBJECTS" \
-    --import /tmp/prev.jsonl --rounds 1 --only "$cases" --deadline 200 --out /tmp/camp.jsonl > "$R/h200_campaign_$TAG.log" 2>&1
+    --import /tmp/prev.jsonl --rounds 1 --only "$cases" --deadline $(( 330 - SECONDS )) --out /tmp/camp.jsonl > "$R/h200_campaign_$TAG.log" 2>&1
 echo "campaign: rc $? at $(( $(date +%s) - began )) s"
 ledger=/tmp/camp.jsonl
 if [ "$EDGES" != "-" ]; then
     python3 benchmarks/forge_edges.py --backend cuda --tune halide --ledger /tmp/camp.jsonl --out /tmp/edges.jsonl \
-        --only "$EDGES" > "$R/h200_edges_$TAG.log" 2>&1
+        --only "$EDGES" --deadline $(( 470 - SECONDS )) > "$R/h200_edges_$TAG.log" 2>&1
     echo "edges: rc $? at $(( $(date +%s) - began )) s"
     [ -s /tmp/edges.jsonl ] && ledger=/tmp/edges.jsonl
 fi
 python3 benchmarks/matrix_rerun.py --backend cuda --ledger "$ledger" --out /tmp/rerun.jsonl \
-    --summary "$R/h200_matrix_rerun_$TAG.json" --only "$cases" > "$R/h200_matrix_rerun_$TAG.log" 2>&1
+    --summary "$R/h200_matrix_rerun_$TAG.json" --only "$cases" \
+    --deadline $(( 545 - SECONDS )) > "$R/h200_matrix_rerun_$TAG.log" 2>&1
 echo "re-run: rc $? at $(( $(date +%s) - began )) s"
 [ -s /tmp/rerun.jsonl ] && ledger=/tmp/rerun.jsonl
 xz -9 -T4 -c "$ledger" > "$R/export_$TAG.jsonl.xz"

@@ -74,8 +74,8 @@ def test_the_one_change_variants_offered():
     """rows8 only where the x halo fits a narrower vector and one exists (not f64, not star_4 f32);
     planes (forge/handwritten_planes.py) last of the designs for the 3D constant-coefficient stars
     (star_R), then the marching-down and lean variants of the designs before it, then several rows a
-    thread on short4's lean kernel for the f32 3D radius-1 constant-coefficient stencils alone, and for star_1 f32
-    `burst` (a short chunk of planes unrolled whole) last."""
+    thread on short4's lean kernel for the f32 3D radius-1 constant-coefficient stencils alone, and last `burst` (a
+    short chunk of planes unrolled whole) for the f32 stars up to radius 2 and star_1 f64."""
     def offered(case_id):
         return [c[0].split(":")[0] for c in matrix_candidates(parse_case(case_id))]
 
@@ -83,16 +83,17 @@ def test_the_one_change_variants_offered():
     lean = ["rows16+lean", "short4+lean", "rows8+lean"]  # session 30, last: up, then down where offered
     lean_down = ["rows16+alternate+lean", "short4+alternate+lean", "rows8+alternate+lean"]
     rows = ["short4+lean+ry2", "short4+lean+ry4", "short4+alternate+lean+ry2", "short4+alternate+lean+ry4"]  # session 32
-    burst = ["burst16+by4+l8", "burst16+by4+l4"]  # session 42, in 3D star_1 f32 alone
+    burst = ["burst16+by4+l4", "burst16+by4+l8"]  # session 42: the f32 stars up to radius 2, star_1 f64
     assert offered("star_1/512x512x512/f32") == ["rows16", "rows8", "short4", "planes", *down, *lean, *lean_down, *rows,
                                                  *burst]
     assert offered("box_1/512x512x512/f32") == ["rows16", "rows8", "short4", *down, *lean, *lean_down, *rows]
     assert offered("varcoef_star_1/256x256x256/f32") == ["rows16", "rows8", "short4", "rows8+alternate",
-                                                         "short4+alternate", "rows16+alternate", *lean, *lean_down]
+                                                         "short4+alternate", "rows16+alternate", *lean, *lean_down, *burst]
     assert offered("star_4/512x512x512/f16") == ["rows16", "rows8", "short4", "planes", *lean]
     assert offered("star_4/512x512x512/f32") == ["rows16", "short4", "planes", *lean[:2]]
-    assert offered("star_2/512x512x512/f32") == ["rows16", "rows8", "short4", "planes", *lean]  # alternate lost there
-    assert offered("star_1/512x512x512/f64") == ["rows16", "short4", "planes", *lean[:2]]
+    assert offered("star_2/512x512x512/f32") == ["rows16", "rows8", "short4", "planes", *lean, *burst]  # alternate lost
+    assert offered("star_1/512x512x512/f64") == ["rows16", "short4", "planes", *lean[:2], *burst]
+    assert offered("star_2/512x512x512/f64") == ["rows16", "short4", "planes", "planes+bulk+producer", *lean[:2]]
 
 
 # session 28's changes and session 30's split and stride. Shuffles run where a warp's 32 lanes are all in x range, so the x
@@ -207,7 +208,7 @@ def test_one_double_a_lane_takes_no_load_hint():
 
 
 @pytest.mark.parametrize("case_id", ["star2d_1/33x64/f64", "star2d_1/31x37/f64", "star2d_1/40x35/f32", "star_1/9x11x37/f64",
-                                     "box_1/9x11x23/f32"])
+                                     "box_1/9x11x23/f32", "star_2/11x12x37/f32", "varcoef_star_1/9x11x23/f32"])
 @pytest.mark.parametrize("changes", [{"chunk": 4}, {"chunk": 8, "by": 2, "vector_bytes": 8}, {"chunk": 3, "split": True}])
 def test_a_burst_chunk_is_correct_up_to_the_grid_edge(case_id, changes):
     """Session 41's `burst`: the chunk unrolled whole, every row read; the last chunk of an extent that is not a
