@@ -168,19 +168,17 @@ def burst(case: Case) -> list[tuple[str, dict, str, str]]:
     kernels run DRAM at 80% of its peak where tuned Halide's short unrolled blocks run it at the copy's 85.5%
     (Nsight Compute, docs/gpu.md session 41).
 
-    In 3D a chunk of planes reads its z halo planes again, so `burst` is offered only to the 3D types the H100 sweeps
-    of session 42 measured it ahead of the admitted kernel on (docs/benchmarks/handwritten_burst3d_admitted_h100_s42.json,
-    the admitted kernels timed beside it): the f32 stars up to radius 2 (varcoef_star_1 too) and star_1 in f64, 16-byte
-    vectors in 4-row blocks, 4 and 8 planes a thread (star_1/512^3 f32 1.07x its admitted kernel, 93% of copy;
-    star_1/128x256x2048 f32 1.05x; star_1/512^3 f64 1.06x, 95%; star_2/512^3 f32 1.04x; varcoef_star_1/512^3 f32
-    1.07x, 98%). It lost where z is short or the footprint wide: star_1/64x1024^2 f32 0.96x, star_2/256^3 f32 0.95x,
-    box_1/512^3 f32 0.97x; in f16 it gained under 2% over the straightforward kernel (star_1/512^3,
-    handwritten_burst3d_h100_s42.json)."""
+    In 3D a chunk of planes reads its z halo planes again. The H100 sweeps of session 42 put `burst` (16-byte vectors in
+    4-row blocks, 4 or 8 planes a thread) 4-7% ahead of the admitted kernel on five types
+    (docs/benchmarks/handwritten_burst3d_admitted_h100_s42.json); the H200 gate of the same session admitted it on two,
+    star_2/512^3 f32 (1.50x over tuned Halide, 1.46x before) and star_1/512^3 f64 (level with the kernel before), and
+    reverted it on star_1 f32 (512^3 and 128x256x2048) and varcoef_star_1/512^3 f32, 3-6% slower than their admitted
+    kernels (docs/benchmarks/h200_campaign_burst_s42.log). It is offered in 3D to those two types alone: the constant-
+    coefficient stars of radius 2 in f32 and of radius 1 in f64."""
     stencil = case.stencil
     if stencil.dims == 2:
         shapes = ((16, 4, 4), (16, 4, 8)) if case.precision == "f16" else ((16, 1, 4), (8, 4, 4))
-    elif stencil.family == "star" and (case.precision == "f32" and stencil.radius <= 2 or
-                                       case.precision == "f64" and stencil.radius == 1 and not stencil.variable_coefficient):
+    elif stencil.family == "star" and not stencil.variable_coefficient and (case.precision, stencil.radius) in (("f32", 2), ("f64", 1)):
         shapes = ((16, 4, 4), (16, 4, 8))
     else:
         return []

@@ -204,7 +204,7 @@ def test_each_case_without_a_standing_result_is_named_with_the_bound_that_revise
         if e["type"] == "ResultRetracted" and e["payload"]["result"].split("/", 2)[2] in cases:
             retracted[e["payload"]["result"].split("/", 2)[2]] = e
     line = next(line for line in text.splitlines() if line.startswith("  - Without a standing result: "))
-    assert len(retracted) == line.count("(retracted: ") == 4
+    assert len(retracted) == line.count("(retracted: ") == 3  # star2d_1 f64 stands again since session 42 (burst)
     for case, e in retracted.items():
         measured = e["payload"]["measured"]
         assert f"{case} (retracted: {measured['speedup']:.3f}x over {measured['bound']['label']}" in line

@@ -92,10 +92,12 @@ def test_a_fresh_clone_browses_the_h200_campaign(db, client, capsys):
     # 64x1024^2 f32 and star_1/64x1024^2 f32, downgraded before (h200_campaign_rows_s32.log); session 33's round
     # admitted their launch-fixed kernels on box_1 512^3 and 64x1024^2 f32 and star_1/512^3 f32, admitted before
     # (h200_campaign_rows_s33.log), and then `planes+bulk+producer` on star_2/512^3 f64, admitted before
-    # (h200_campaign_producer_s33.log).
+    # (h200_campaign_producer_s33.log); session 41's `pair` admitted both diamond_ts4, downgraded before
+    # (h200_campaign_pair_s41.log); session 42's `burst` admitted star2d_1/8192^2 f64, retracted before, and six
+    # more admitted before (h200_campaign_burst_s42.log).
     assert len(expected) == 37
     statuses = [status for status, _ in expected.values()]
-    assert (statuses.count("admitted"), statuses.count("downgraded"), statuses.count("retracted")) == (29, 4, 4)
+    assert (statuses.count("admitted"), statuses.count("downgraded"), statuses.count("retracted")) == (30, 4, 3)
 
     ts8 = "diamond_ts8/512x512x512/f32"
     rows = client.get("/api/tables/operator-cases/", {"backend": "cuda", "matrix": "gpu"}).json()
