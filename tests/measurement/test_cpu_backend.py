@@ -173,6 +173,17 @@ def test_time_launches_and_coefficients(backend):
     backend.synchronize()
 
 
+def test_the_flush_reads_one_double_a_line_of_a_filled_buffer_twice_the_caches(backend):
+    """Session 42's flush (measurement/backends/cpu_compile.py `harness_flush`): a read of every 64-byte line, so
+    nothing it leaves is dirty, over a buffer of twice the last-level caches whose pages were written once (an
+    untouched page would read the shared zero page and evict nothing). The sum it returns counts the lines read."""
+    buffer = backend._flush_buffer
+    assert buffer.nbytes == backend.flush_bytes() == 2 * backend.llc["bytes"] * backend.llc["instances"]
+    assert buffer[0] == buffer[-1] == 1.0
+    assert backend.flush_cache() == buffer.size // 8
+    assert "a read of one double a 64-byte line" in backend.describe()["cache_flush"]
+
+
 def test_copy_bandwidth_is_positive_and_finite(backend):
     rate = backend.copy_bandwidth(8 * 1024 * 1024)
     assert math.isfinite(rate) and rate > 1e8  # bytes/s; any real machine copies > 100 MB/s
