@@ -13,8 +13,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 
-# one module of each kind: one_database tests without workers in the SQLite share's folders (test_edges, test_verdicts),
-# one_database tests that start real workers (test_round_tasks), database tests (test_tasks), and neither (test_rules)
+# one module of each kind: one_database tests without workers in the SQLite share's folder (test_verdicts) and outside
+# it (test_edges), one_database tests that start real workers (test_round_tasks), database tests (test_tasks), and
+# neither (test_rules)
 MODULES = ["tests/forge/test_edges.py", "tests/appgate/test_verdicts.py", "tests/forge/test_round_tasks.py",
            "tests/ledger/test_tasks.py", "tests/forge/test_rules.py"]
 
@@ -36,8 +37,10 @@ def test_side_by_side_every_test_runs_and_each_one_database_test_once():
     assert sqlite | other == everything
     assert not sqlite & other & one_database  # once
     shared = sqlite & one_database
-    assert shared and all(test.startswith(("tests/forge/test_edges.py", "tests/appgate/test_verdicts.py")) for test in shared)
-    assert other & one_database and all(test.startswith("tests/forge/test_round_tasks.py") for test in other & one_database)
+    assert shared and all(test.startswith("tests/appgate/test_verdicts.py") for test in shared)
+    assert other & one_database and all(test.startswith(("tests/forge/test_round_tasks.py", "tests/forge/test_edges.py"))
+                                        for test in other & one_database)
+    assert any(test.startswith("tests/forge/test_edges.py") for test in other & one_database)
     assert any(test.startswith("tests/ledger/test_tasks.py") for test in sqlite & other)  # database tests: on both
     assert not any(test.startswith("tests/forge/test_rules.py") for test in other)  # no database: SQLite only
     # one after the other (no Redis to share), the second pass keeps every one_database test, as before
