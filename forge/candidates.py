@@ -178,7 +178,8 @@ def burst(case: Case) -> list[tuple[str, dict, str, str]]:
     stencil = case.stencil
     if stencil.dims == 2:
         shapes = ((16, 4, 4), (16, 4, 8)) if case.precision == "f16" else ((16, 1, 4), (8, 4, 4))
-    elif stencil.family == "star" and not stencil.variable_coefficient and (case.precision, stencil.radius) in (("f32", 2), ("f64", 1)):
+    elif (stencil.family, stencil.variable_coefficient, case.precision, stencil.radius) in (("star", False, "f32", 2),
+                                                                                            ("star", False, "f64", 1)):
         shapes = ((16, 4, 4), (16, 4, 8))
     else:
         return []
