@@ -34,7 +34,8 @@ VARIANTS = ("straightforward", "scipy.ndimage", "empty")
 
 
 def write_then_read(backend: cpu.CpuBackend) -> None:
-    """The flush before session 42: every double written, then read (the dirty lines stay)."""
+    """The flush before session 42: every double written, then read; read here one double a line (today's flush),
+    which evicts the same lines; the dirty lines stay either way."""
     buffer, lib = backend._flush_buffer, cpu.Harness.lib()
     lib.harness_fill(buffer.ctypes.data, 2.0, buffer.size)
     backend.flush_cache()
