@@ -8,7 +8,7 @@ are written once per pass by one thread and never read). A kernel with dynamic s
 (`extern __shared__`, barriers inside its loops: the `pipe` pipeline, the `planes` ring) runs each block's threads
 as fibers (ucontext; real threads until session 29, which spent most of these tests' time switching
 hundreds of them on two cores) meeting at barriers (each warp in turn sitting out two rounds, and independently eight, so warps drift apart), the shared array
-one buffer per block, and a thread that returns drops out of the barrier as it would on the GPU; cp.async copies (`planes`) land at
+one buffer per block (all ones, NaN, until written, and 1 KiB past its end), and a thread that returns drops out of the barrier as it would on the GPU; cp.async copies (`planes`) land at
 the wait that covers them, not before, and bulk copies (`planes` with `bulk`) when their mbarrier's
 phase completes; a kernel with `__cluster_dims__` (`cpipe`) runs each cluster's blocks as fibers of one scheduler, each
 block with its own barrier and shared memory, `cluster_sync` a barrier of all of them and `cluster_map` (the GPU's
@@ -174,6 +174,7 @@ static void fiber_main()
     fiber->warp->arrive_and_drop();
     fiber->done = true;
 }  /* returns to the scheduler (uc_link) */
+constexpr int SHARED_GUARD = 1024;
 extern "C" int emulate(int gx, int gy, int gz, int bx, int by, int bz, const void* u, const void* a, void* y,
                        const double* coef, int nz, int ny, int nx, int shared_bytes, int cx, int cy, int cz)
 {
@@ -182,7 +183,9 @@ extern "C" int emulate(int gx, int gy, int gz, int bx, int by, int bz, const voi
     kernel_u = u; kernel_a = a; kernel_y = y; kernel_coef = coef; kernel_nz = nz; kernel_ny = ny; kernel_nx = nx;
     const int count = bx * by * bz, block_warps = (count + 31) / 32, blocks = cx * cy * cz;
     const int threads = count * blocks, warps = block_warps * blocks;
-    std::vector<std::vector<char>> shared(blocks, std::vector<char>(shared_bytes > 0 ? shared_bytes : 1));
+    /* All ones, NaN in every float type, as far as a guard past the end: a kernel that reads shared memory it never
+       filled, or past its allocation, reads NaN here, where the heap behind the buffer made it differ from run to run */
+    std::vector<std::vector<char>> shared(blocks, std::vector<char>(shared_bytes + SHARED_GUARD, (char)0xFF));
     std::unique_ptr<char[]> stacks(new char[STACK * threads]);
     for (int k = 0; k < gz; k += cz) for (int j = 0; j < gy; j += cy) for (int i = 0; i < gx; i += cx) {
         /* one cluster (one block where the kernel names no cluster): its blocks by rank, x fastest */
@@ -294,14 +297,22 @@ def threaded(source: str) -> bool:
     return DYNAMIC_SHARED.search(source) is not None or "_sync(0x" in source
 
 
+# y starts as a NaN of its own payload, so a cell the kernel wrote NaN into (from shared memory it never filled,
+# which starts as all ones) counts as written and wrong, not as missed: arithmetic on NaN gives the all-ones
+# operand's payload or the default NaN, never this one.
+UNWRITTEN = {2: 0x7E5A, 4: 0x7FC05A5A, 8: 0x7FF8000000005A5A}
+
+
 def emulate(case: Case, source: str, launch: dict, inputs: dict[str, np.ndarray], coefficients: np.ndarray,
             misalign: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """(the output grid, a mask of elements the kernel wrote). Arrays sit 64 elements into NaN
-    padding (16-byte aligned), or one element further with `misalign`, to take the scalar path."""
+    padding (y's the UNWRITTEN NaN) 16-byte aligned, or one element further with `misalign`, to take the scalar path."""
     pad = 64 + (1 if misalign else 0)
     arrays = {}
     for name in (*case.input_names, "y"):
         full = np.full(case.points + 2 * 64 + 2, np.nan, dtype=case.dtype)
+        if name == "y":
+            full.view(_bits(full)).fill(UNWRITTEN[full.itemsize])
         view = full[pad : pad + case.points].reshape(case.shape)
         if name != "y":
             view[...] = inputs[name]
@@ -325,6 +336,11 @@ def emulate(case: Case, source: str, launch: dict, inputs: dict[str, np.ndarray]
         raise AssertionError("the kernel's threads deadlocked at a barrier (the emulation says where)")
 
     full, view = arrays["y"]
-    if not (np.isnan(full[:pad]).all() and np.isnan(full[pad + case.points :]).all()):
+    unwritten = full.view(_bits(full)) == UNWRITTEN[full.itemsize]
+    if not (unwritten[:pad].all() and unwritten[pad + case.points :].all()):
         raise AssertionError("the kernel wrote into the padding around y")
-    return view.copy(), ~np.isnan(view)
+    return view.copy(), ~unwritten[pad : pad + case.points].reshape(case.shape)
+
+
+def _bits(array: np.ndarray) -> np.dtype:
+    return np.dtype(f"u{array.itemsize}")
