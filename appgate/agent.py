@@ -360,8 +360,9 @@ def _measure_baseline(loaded, scratch: Path, min_seconds: float,
             result["problem"], result["code"] = f"the baseline fails on {dataset.name}: {why}", code
             return result, built
         # the run's wall time beside the program's clock: a gate runs each dataset ~17 times, so this,
-        # not the kernel time, is what a device call's budget for the program must hold
-        result["datasets"][dataset.name] = {"seconds": seconds, "hotspot_seconds": hot, "wall_seconds": round(ran.wall_seconds, 3)}
+        # not the kernel time, is what a device call's budget for the program must hold; to the microsecond: a
+        # tiny program's run, under half a millisecond, rounded to the millisecond read 0.0
+        result["datasets"][dataset.name] = {"seconds": seconds, "hotspot_seconds": hot, "wall_seconds": round(ran.wall_seconds, 6)}
         if seconds and hot is not None:
             fractions.append(min(1.0, hot / seconds))
     result["hotspot_fraction"] = statistics.median(fractions) if fractions else None

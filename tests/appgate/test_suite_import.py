@@ -168,7 +168,7 @@ def test_triage_on_the_cpu_blocks_a_program_whose_own_check_fails_and_one_too_sh
     walls = {name: values.pop("wall_seconds") for name, values in measured.items()}
     assert measured == {"test": {"seconds": 0.006, "hotspot_seconds": None},  # both kernels' times added up
                         "make-run": {"seconds": 0.04, "hotspot_seconds": None}}
-    assert all(0 < wall < 30 for wall in walls.values())  # the run's own wall time, within the run cap
+    assert all(0 < wall < 30 for wall in walls.values()), walls  # the run's own wall time, within the run cap
     assert not Event.objects.filter(type__in=["AppCandidateProposed", "AppGateVerdict"]).exists()
 
 
