@@ -9,8 +9,9 @@ the wheel, then
     .venv/bin/python scripts/nvrtc_check.py --nvrtc /tmp/nvrtc/x/nvidia/cu13/lib/libnvrtc.so.13 \\
         --include /usr/local/cuda/include --cases box_1/512x512x512/f16,diamond_ts8/512x512x512/f32
 
-Every campaign candidate of each case (forge/candidates.py) and the variants of the session-37 sweeps that apply
-(`tcq`, `tensor_sweep.variants`; `pipe` with `pair` and cpipe's `signal`, `temporal_sweep`) is compiled for
+Every campaign candidate of each case (forge/candidates.py) and the variants of the sweeps that apply (`burst`,
+`handwritten_sweep.burst_variants`; `tcq`, `tensor_sweep.variants`; `pipe` with `pair` and cpipe's `signal`,
+`temporal_sweep`) is compiled for
 compute_90 with the harness's options; the exit status is 1 if any fails, its log printed.
 """
 from __future__ import annotations
@@ -25,6 +26,7 @@ for _path in (str(ROOT), str(ROOT / "benchmarks")):
     sys.path.insert(0, _path)
 
 from forge.candidates import matrix_candidates  # noqa: E402
+from forge.handwritten import render as render_rows  # noqa: E402
 from measurement.backends.cuda_compile import NVRTC_OPTIONS  # noqa: E402
 from measurement.harness.cases import parse_case  # noqa: E402
 
@@ -46,11 +48,15 @@ def compile_source(nvrtc: ctypes.CDLL, source: str, options: list[str]) -> tuple
 
 def sources(case_id: str) -> list[tuple[str, str]]:
     """(label, source) of every kernel the check compiles for a case."""
+    import handwritten_sweep
     import temporal_sweep
     import tensor_sweep
 
     case = parse_case(case_id)
     made = [(subject.split(":")[0], source) for subject, _, _, source in matrix_candidates(case)]
+    if case.stencil.time_steps == 1:  # `--family burst`'s 18 shapes, the next H200 sweep's (scripts/h200_burst3d.sh)
+        made += [(label, render_rows(case, **params)[0]) for label, params in handwritten_sweep.burst_variants(case)
+                 if label.startswith("burst")]
     try:
         made += [(label, tensor_sweep.render(case, **params)[0]) for label, params in tensor_sweep.variants(case)]
     except ValueError:  # not a tcq case

@@ -207,7 +207,8 @@ def test_one_double_a_lane_takes_no_load_hint():
 
 
 @pytest.mark.parametrize("case_id", ["star2d_1/33x64/f64", "star2d_1/31x37/f64", "star2d_1/40x35/f32", "star_1/9x11x37/f64",
-                                     "box_1/9x11x23/f32", "star_2/11x12x37/f32", "varcoef_star_1/9x11x23/f32"])
+                                     "box_1/9x11x23/f32", "star_2/11x12x37/f32", "varcoef_star_1/9x11x23/f32",
+                                     "star_1/11x9x45/f16", "varcoef_star_1/10x9x24/f16"])  # the next H200 sweep's f16
 @pytest.mark.parametrize("changes", [{"chunk": 4}, {"chunk": 8, "by": 2, "vector_bytes": 8}, {"chunk": 3, "split": True}])
 def test_a_burst_chunk_is_correct_up_to_the_grid_edge(case_id, changes):
     """Session 41's `burst`: the chunk unrolled whole, every row read; the last chunk of an extent that is not a
