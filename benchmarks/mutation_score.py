@@ -99,7 +99,7 @@ NAMED = [
     ("one reviewer enough", "ledger/review.py", "REVIEWERS_NEEDED = 2", "REVIEWERS_NEEDED = 1",
      ["tests/ledger/test_review.py"]),
     ("impossible-speed off", "measurement/harness/rules.py",
-     "return median - launch_overhead < IMPOSSIBLE_MARGIN * floor_seconds", "return False", DECISION_TESTS),
+     "return median - overhead < IMPOSSIBLE_MARGIN * (floor_seconds - overhead)", "return False", DECISION_TESTS),
     ("operator re-run downgrade comparison flipped", "measurement/decisions.py",
      'ci[1] < standing * (1 - REGRESSION_BAND):\n        return "ResultDowngraded"',
      'ci[1] > standing * (1 - REGRESSION_BAND):\n        return "ResultDowngraded"', DECISION_TESTS),
