@@ -2,7 +2,8 @@
 # Run ON the device machine, in one call: what session 42 left for the H200 (docs/gpu.md, the end): the edge its
 # deadline cut (box2d_1/128x8388608/f16 with the burst kernel now admitted), the 3D `burst` sweeps beside the admitted
 # kernels on the H200 itself (the H100's ranking of 3D kernels did not hold there for three of five), and Nsight
-# Compute on star_2/512³ f32's L2 reads. On any other card only the profile runs (its bytes are the kernel's, not the
+# Compute on star_2/512³ f32's L2 reads; star_1/128³ f32 last in the f32 sweep (the floor rule capped it near 78.5% of
+# copy until session 43). On any other card only the profile runs (its bytes are the kernel's, not the
 # card's rate), and the script exits 3: the H200's ledger and sweeps take no other card's times.
 #
 #   here:    as for scripts/h200_gate.sh (wheels, Halide AOT, the shipped export xz-packed, a new key)
@@ -41,7 +42,7 @@ LEDGER_SIGNING_KEY=$(cat "${seeds[0]}") python3 benchmarks/forge_edges.py --back
 echo "edge: rc $? at $SECONDS s"
 [ -s /tmp/edges.jsonl ] && xz -9 -T4 -c /tmp/edges.jsonl > "$R/export_$TAG.jsonl.xz"
 timeout "$(left 300)" python3 benchmarks/handwritten_sweep.py --family burst --admitted /tmp/prev.jsonl \
-    --cases star_1/512x512x512/f32,varcoef_star_1/512x512x512/f32,star_1/128x256x2048/f32 \
+    --cases star_1/512x512x512/f32,varcoef_star_1/512x512x512/f32,star_1/128x256x2048/f32,star_1/128x128x128/f32 \
     --out "$R/handwritten_burst3d_h200_$TAG.json" >> "$R/burst3d_sweeps_$TAG.log" 2>&1
 echo "f32 sweep: rc $? at $SECONDS s"
 timeout "$(left 470)" python3 benchmarks/handwritten_sweep.py --family burst --admitted /tmp/prev.jsonl \
