@@ -17,13 +17,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from measurement.harness.rules import IMPOSSIBLE_MARGIN  # noqa: E402
+from measurement.harness.rules import IMPOSSIBLE_MARGIN, counted_overhead  # noqa: E402
 
 
 def margins(median: float, overhead: float, floor: float) -> tuple[float, float]:
     """(now, before): the variant's work over the rule's line; `floor` is the copy's time for its bytes."""
-    taken = overhead if overhead <= floor else 0.0
-    return (median - taken) / (IMPOSSIBLE_MARGIN * (floor - taken)), (median - taken) / (IMPOSSIBLE_MARGIN * floor)
+    taken = counted_overhead(overhead, floor)
+    line_now = IMPOSSIBLE_MARGIN * (floor - taken)
+    return (median - taken) / line_now if line_now > 0 else float("inf"), (median - taken) / (IMPOSSIBLE_MARGIN * floor)
 
 
 def main() -> int:

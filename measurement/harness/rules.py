@@ -26,5 +26,10 @@ def impossible_speed(median: float, launch_overhead: float, floor_seconds: float
     the fastest of nine empty OpenMP launches at 108 us against a 12 us floor), so only the median
     itself is held to the floor there; a kernel that skips its work is still caught by the
     per-launch output check."""
-    overhead = launch_overhead if launch_overhead <= floor_seconds else 0.0
+    overhead = counted_overhead(launch_overhead, floor_seconds)
     return median - overhead < IMPOSSIBLE_MARGIN * (floor_seconds - overhead)
+
+
+def counted_overhead(launch_overhead: float, floor_seconds: float) -> float:
+    """The launch overhead the rule takes off: none where it is longer than the floor."""
+    return launch_overhead if launch_overhead <= floor_seconds else 0.0

@@ -154,6 +154,7 @@ def test_the_launch_overhead_is_taken_off_the_median_and_the_copy_before_the_flo
     assert impossible_speed(0.94, 0.5, 1.0)  # 0.44 s of work against the copy's 0.5 s: 0.45 s at the margin
     assert not impossible_speed(0.96, 0.5, 1.0)
     assert not impossible_speed(1.0, 0.5, 1.0)
+    assert not impossible_speed(8.80e-6, 2.66e-6, 6.98e-6)  # the H200's star_1/128^3 f32 at 79% of its copy
 
 
 @pytest.mark.parametrize("overhead", [0.0, 0.05, 0.2, 0.39, 0.7, 1.0])
@@ -161,7 +162,6 @@ def test_a_kernel_no_faster_than_the_copy_is_never_impossible(overhead):
     """Taken off the median alone, an overhead over a tenth of the floor called a kernel slower than the copy
     impossible (the H200's star_1/128^3 f32: 8.96 us against a 6.98 us copy, 2.66 us of it the overhead)."""
     assert not impossible_speed(1.0, overhead, 1.0)
-    assert not impossible_speed(8.80e-6, 2.66e-6, 6.98e-6)  # 79% of the copy there
 
 
 def test_an_overhead_longer_than_the_floor_is_not_taken_off():
