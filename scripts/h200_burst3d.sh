@@ -20,24 +20,23 @@ TAG=${1:?usage: scripts/h200_burst3d.sh TAG}
 R=${OUT:?the device tool sets OUT}/r
 mkdir -p "$R" /tmp/ncu_star2
 left() { local s=$(( $1 - SECONDS )); echo $(( s > 1 ? s : 1 )); }  # seconds to a deadline, at least 1
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,utilization.gpu --format=csv,noheader > "$R/device_machine_$TAG.txt"
-date -u >> "$R/device_machine_$TAG.txt"
+source scripts/h200_common.sh
+record_machine "$R/device_machine_$TAG.txt"
+h200=$?
 source scripts/device_env.sh || exit 1
 profile() {
     printf '%s\n' "star_2/512x512x512/f32 copy" "star_2/512x512x512/f32 burst16+by4+l8" "star_2/512x512x512/f32 rows8+lean" \
         | timeout "$(left 570)" bash scripts/candidate_ncu.sh /tmp/ncu_star2 "star2_$TAG"
     tar -C /tmp -cJf "$R/ncu_star2_$TAG.tar.xz" ncu_star2
 }
-if ! grep -q H200 "$R/device_machine_$TAG.txt"; then
+if [ $h200 -ne 0 ]; then
     echo "not an H200 ($(head -1 "$R/device_machine_$TAG.txt")): only the profile runs" >&2
     profile
     exit 3
 fi
-seeds=(device_carry/keys/*.seed)
-[ ${#seeds[@]} -eq 1 ] && [ -f "${seeds[0]}" ] || { echo "carry exactly one device_carry/keys/*.seed (a new publication key)" >&2; exit 2; }
-python3 scripts/halide_aot.py --unpack || exit 1
-xz -dc device_carry/prev/h200.jsonl.xz > /tmp/prev.jsonl
-LEDGER_SIGNING_KEY=$(cat "${seeds[0]}") python3 benchmarks/forge_edges.py --backend cuda --tune halide --ledger /tmp/prev.jsonl \
+seed=$(carried_seed) || exit 2
+unpack_carried || exit 1
+LEDGER_SIGNING_KEY=$(cat "$seed") python3 benchmarks/forge_edges.py --backend cuda --tune halide --ledger /tmp/prev.jsonl \
     --only box2d_1/128x8388608/f16 --deadline "$(left 120)" --out /tmp/edges.jsonl > "$R/h200_edges_$TAG.log" 2>&1
 echo "edge: rc $? at $SECONDS s"
 [ -s /tmp/edges.jsonl ] && xz -9 -T4 -c /tmp/edges.jsonl > "$R/export_$TAG.jsonl.xz"

@@ -27,24 +27,20 @@ SUBJECTS=${2:?usage: scripts/h200_gate.sh TAG SUBJECTS EDGES}
 EDGES=${3:?usage: scripts/h200_gate.sh TAG SUBJECTS EDGES}
 R=${OUT:?the device tool sets OUT}/r
 mkdir -p "$R"
-seeds=(device_carry/keys/*.seed)
-[ ${#seeds[@]} -eq 1 ] && [ -f "${seeds[0]}" ] || { echo "carry exactly one device_carry/keys/*.seed (a new publication key)" >&2; exit 2; }
-[ -f device_carry/prev/h200.jsonl.xz ] || { echo "carry device_carry/prev/h200.jsonl.xz (the shipped export)" >&2; exit 2; }
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,utilization.gpu --format=csv,noheader > "$R/device_machine_$TAG.txt"
-date -u >> "$R/device_machine_$TAG.txt"
-if ! grep -q H200 "$R/device_machine_$TAG.txt"; then
+source scripts/h200_common.sh
+seed=$(carried_seed) || exit 2
+if ! record_machine "$R/device_machine_$TAG.txt"; then
     echo "not an H200 ($(head -1 "$R/device_machine_$TAG.txt")): the H200 ledger is not gated here" >&2
     exit 3
 fi
 source scripts/device_env.sh || exit 1
-python3 scripts/halide_aot.py --unpack || exit 1
-xz -dc device_carry/prev/h200.jsonl.xz > /tmp/prev.jsonl
+unpack_carried || exit 1
 # the composed bounds first (session 40: a composed bound that faulted let a gate judge over a weaker one), and the
 # newest candidates on the GPU (session 41's burst: emulated, not yet run on a GPU when it was first offered)
 FORGESTENCIL_REQUIRE_GPU=1 python3 -m pytest -p pytest_django.plugin -m gpu -q tests/measurement/test_cuda_bounds.py \
     tests/measurement/test_composed.py tests/forge/test_handwritten_gpu.py::test_the_burst_candidates_are_correct_on_the_gpu \
     > "$R/gpu_composed_$TAG.log" 2>&1 || { tail -5 "$R/gpu_composed_$TAG.log"; exit 1; }
-LEDGER_SIGNING_KEY=$(cat "${seeds[0]}")
+LEDGER_SIGNING_KEY=$(cat "$seed")
 export LEDGER_SIGNING_KEY
 cases=$(tr ',' '\n' <<< "$SUBJECTS" | cut -d= -f1 | paste -sd, -)
 began=$(date +%s)
