@@ -10,11 +10,12 @@
 #            xz -9 -T2 -c fixtures/ledgers/h200_campaign.jsonl > device_carry/prev/h200.jsonl.xz
 #            head -c32 /dev/urandom | base64 > device_carry/keys/publication-N.seed   (a new key each session)
 #            (the three largest committed JSON Lines files out of the tree for the call: docs/gpu.md, session 31)
-#   device:  run(command="bash scripts/h200_gate.sh TAG SUBJECTS EDGES",
+#   device:  run(command="bash scripts/h200_gate.sh TAG SUBJECTS EDGES [ROUNDS]",
 #                carry=["device_wheels", "device_carry/bwrap", "device_carry/halide", "device_carry/prev", "device_carry/keys"])
 #
 # SUBJECTS: CASE=NAME,... (forge_campaign.py --subjects; the cases gated are these). EDGES: comma-separated
-# edge cases to measure with the new kernels, or "-". Writes to $OUT/r (8 files at most come back):
+# edge cases to measure with the new kernels, or "-". ROUNDS (default 1): rounds a case, so that two subjects of one
+# case are both gated in one call (session 44: the gate, not a sweep, where device time is scarce). Writes to $OUT/r (8 files at most come back):
 # device_machine_TAG.txt, gpu_composed_TAG.log, h200_campaign_TAG.log, h200_edges_TAG.log,
 # h200_matrix_rerun_TAG.json and .log, and export_TAG.jsonl.xz (the last ledger written: re-run, edges or campaign).
 # Each step has a deadline in seconds of the call (campaign by 330, edges by 470, re-run by 545: bash's SECONDS), so
@@ -22,9 +23,10 @@
 # says so in its log, and the next call finishes it from this call's export.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-TAG=${1:?usage: scripts/h200_gate.sh TAG SUBJECTS EDGES}
-SUBJECTS=${2:?usage: scripts/h200_gate.sh TAG SUBJECTS EDGES}
-EDGES=${3:?usage: scripts/h200_gate.sh TAG SUBJECTS EDGES}
+TAG=${1:?usage: scripts/h200_gate.sh TAG SUBJECTS EDGES [ROUNDS]}
+SUBJECTS=${2:?usage: scripts/h200_gate.sh TAG SUBJECTS EDGES [ROUNDS]}
+EDGES=${3:?usage: scripts/h200_gate.sh TAG SUBJECTS EDGES [ROUNDS]}
+ROUNDS=${4:-1}
 R=${OUT:?the device tool sets OUT}/r
 mkdir -p "$R"
 source scripts/h200_common.sh
@@ -42,10 +44,10 @@ FORGESTENCIL_REQUIRE_GPU=1 python3 -m pytest -p pytest_django.plugin -m gpu -q t
     > "$R/gpu_composed_$TAG.log" 2>&1 || { tail -5 "$R/gpu_composed_$TAG.log"; exit 1; }
 LEDGER_SIGNING_KEY=$(cat "$seed")
 export LEDGER_SIGNING_KEY
-cases=$(tr ',' '\n' <<< "$SUBJECTS" | cut -d= -f1 | paste -sd, -)
+cases=$(tr "," "\n" <<< "$SUBJECTS" | cut -d= -f1 | awk '!seen[$0]++' | paste -sd, -)
 began=$(date +%s)
 python3 benchmarks/forge_campaign.py --backend cuda --handwritten --handwritten-from 1 --subjects "$SUBJECTS" \
-    --import /tmp/prev.jsonl --rounds 1 --only "$cases" --deadline $(( 330 - SECONDS )) --out /tmp/camp.jsonl > "$R/h200_campaign_$TAG.log" 2>&1
+    --import /tmp/prev.jsonl --rounds "$ROUNDS" --only "$cases" --deadline $(( 330 - SECONDS )) --out /tmp/camp.jsonl > "$R/h200_campaign_$TAG.log" 2>&1
 echo "campaign: rc $? at $(( $(date +%s) - began )) s"
 ledger=/tmp/camp.jsonl
 if [ "$EDGES" != "-" ]; then
