@@ -19,7 +19,8 @@
 # device_machine_TAG.txt, gpu_composed_TAG.log, h200_campaign_TAG.log, h200_edges_TAG.log,
 # h200_matrix_rerun_TAG.json and .log, and export_TAG.jsonl.xz (the last ledger written: re-run, edges or campaign).
 # Each step has a deadline in seconds of the call (campaign by 330, edges by 470, re-run by 545: bash's SECONDS), so
-# that ten cases and their edges end inside the tool's 600 s with the export packed; a step a deadline cut short
+# that ten cases and their edges end inside the tool's 600 s with the export packed (GATE_END=S moves all three
+# 600 - S s earlier, for a call that less device time is left for); a step a deadline cut short
 # says so in its log, and the next call finishes it from this call's export.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -27,6 +28,7 @@ TAG=${1:?usage: scripts/h200_gate.sh TAG SUBJECTS EDGES [ROUNDS]}
 SUBJECTS=${2:?usage: scripts/h200_gate.sh TAG SUBJECTS EDGES [ROUNDS]}
 EDGES=${3:?usage: scripts/h200_gate.sh TAG SUBJECTS EDGES [ROUNDS]}
 ROUNDS=${4:-1}
+END=${GATE_END:-600}
 R=${OUT:?the device tool sets OUT}/r
 mkdir -p "$R"
 source scripts/h200_common.sh
@@ -47,18 +49,18 @@ export LEDGER_SIGNING_KEY
 cases=$(tr "," "\n" <<< "$SUBJECTS" | cut -d= -f1 | awk '!seen[$0]++' | paste -sd, -)
 began=$(date +%s)
 python3 benchmarks/forge_campaign.py --backend cuda --handwritten --handwritten-from 1 --subjects "$SUBJECTS" \
-    --import /tmp/prev.jsonl --rounds "$ROUNDS" --only "$cases" --deadline $(( 330 - SECONDS )) --out /tmp/camp.jsonl > "$R/h200_campaign_$TAG.log" 2>&1
+    --import /tmp/prev.jsonl --rounds "$ROUNDS" --only "$cases" --deadline $(( END - 270 - SECONDS )) --out /tmp/camp.jsonl > "$R/h200_campaign_$TAG.log" 2>&1
 echo "campaign: rc $? at $(( $(date +%s) - began )) s"
 ledger=/tmp/camp.jsonl
 if [ "$EDGES" != "-" ]; then
     python3 benchmarks/forge_edges.py --backend cuda --tune halide --ledger /tmp/camp.jsonl --out /tmp/edges.jsonl \
-        --only "$EDGES" --deadline $(( 470 - SECONDS )) > "$R/h200_edges_$TAG.log" 2>&1
+        --only "$EDGES" --deadline $(( END - 130 - SECONDS )) > "$R/h200_edges_$TAG.log" 2>&1
     echo "edges: rc $? at $(( $(date +%s) - began )) s"
     [ -s /tmp/edges.jsonl ] && ledger=/tmp/edges.jsonl
 fi
 python3 benchmarks/matrix_rerun.py --backend cuda --ledger "$ledger" --out /tmp/rerun.jsonl \
     --summary "$R/h200_matrix_rerun_$TAG.json" --only "$cases" \
-    --deadline $(( 545 - SECONDS )) > "$R/h200_matrix_rerun_$TAG.log" 2>&1
+    --deadline $(( END - 55 - SECONDS )) > "$R/h200_matrix_rerun_$TAG.log" 2>&1
 echo "re-run: rc $? at $(( $(date +%s) - began )) s"
 [ -s /tmp/rerun.jsonl ] && ledger=/tmp/rerun.jsonl
 xz -9 -T4 -c "$ledger" > "$R/export_$TAG.jsonl.xz"
