@@ -350,11 +350,12 @@ def narrow_variants(case) -> list[tuple[str, dict]]:
 
 
 def burst_variants(case) -> list[tuple[str, dict]]:
-    """rows16, short4 marching down, then `burst` (session 41) in 4, 8 and 16 rows, 1-, 2- and 4-row blocks, 8- and 16-byte vectors."""
+    """rows16, short4 marching down, then `burst` (session 41) in 4, 8 and 16 rows, 1-, 2-, 4- and (session 45) 8-row blocks,
+    8- and 16-byte vectors."""
     chunk = default_chunk(case, 1)
     made = [("rows16", {"nv": 1, "chunk": chunk, "by": 8}), ("short4+alternate", {"nv": 1, "chunk": chunk, "by": 4, "alternate": True})]
     return made + [(f"burst{vb}+by{by}+l{rows}", {"nv": 1, "chunk": rows, "by": by, "vector_bytes": vb, "split": True, "burst": True})
-                   for vb in (8, 16) for by in (1, 2, 4) for rows in (4, 8, 16)]
+                   for vb in (8, 16) for by in (1, 2, 4, 8) for rows in (4, 8, 16)]
 
 
 def sweep_beside_halide(backend, case_id: str, passes: int, launches: int, admitted=None, made=unroll_variants) -> tuple[dict, str]:

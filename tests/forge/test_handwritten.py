@@ -76,7 +76,7 @@ def test_the_one_change_variants_offered():
     (star_R), then the marching-down and lean variants of the designs before it, then several rows a
     thread on short4's lean kernel for the f32 3D radius-1 constant-coefficient stencils alone, and last `burst` (a
     short chunk of planes unrolled whole) for star_2 f32 and star_1 f64, where the H200 admitted it, and for star_1 in
-    f32 and f16 and varcoef_star_1 in f16, for the H200's gate to decide (session 44)."""
+    f16, for the H200's gate to decide (session 44; star_1 f32 and varcoef_star_1 f16 taken back in session 45)."""
     def offered(case_id):
         return [c[0].split(":")[0] for c in matrix_candidates(parse_case(case_id))]
 
@@ -85,12 +85,11 @@ def test_the_one_change_variants_offered():
     lean_down = ["rows16+alternate+lean", "short4+alternate+lean", "rows8+alternate+lean"]
     rows = ["short4+lean+ry2", "short4+lean+ry4", "short4+alternate+lean+ry2", "short4+alternate+lean+ry4"]  # session 32
     burst = ["burst16+by4+l4", "burst16+by4+l8"]
-    assert offered("star_1/512x512x512/f32") == ["rows16", "rows8", "short4", "planes", *down, *lean, *lean_down, *rows,
-                                                 *burst]
+    assert offered("star_1/512x512x512/f32") == ["rows16", "rows8", "short4", "planes", *down, *lean, *lean_down, *rows]
     assert offered("star_1/512x512x512/f16") == ["rows16", "rows8", "short4", "pipe", "planes", *down, *lean, *lean_down,
                                                  *burst]
     assert offered("varcoef_star_1/512x512x512/f16") == ["rows16", "rows8", "short4", "pipe", "rows8+alternate",
-                                                         "short4+alternate", "rows16+alternate", *lean, *lean_down, *burst]
+                                                         "short4+alternate", "rows16+alternate", *lean, *lean_down]
     assert offered("box_1/512x512x512/f32") == ["rows16", "rows8", "short4", *down, *lean, *lean_down, *rows]
     assert offered("varcoef_star_1/256x256x256/f32") == ["rows16", "rows8", "short4", "rows8+alternate",
                                                          "short4+alternate", "rows16+alternate", *lean, *lean_down]

@@ -54,7 +54,7 @@ def test_reading_a_plane_before_its_copies_land_is_caught():
 
 def test_planes_offered_for_the_constant_coefficient_3d_stars_only():
     """Last of the designs (for star_2 f64 with session 33's producer warp after it); only session 28's odd
-    chunks marching down, session 30's lean variants and session 32's several rows a thread on them, then `burst`
+    chunks marching down, session 30's lean variants and session 32's several rows a thread on them
     (forge/candidates.py) follow it."""
     def offered(case_id):
         return [c[0].split(":")[0] for c in matrix_candidates(parse_case(case_id)) if "+lean" not in c[0].split(":")[0]]
@@ -63,8 +63,7 @@ def test_planes_offered_for_the_constant_coefficient_3d_stars_only():
     assert offered("star_2/512x512x512/f64") == ["rows16", "short4", "planes", "planes+bulk+producer"]
     assert "planes+bulk+producer" not in offered("star_1/512x512x512/f64") + offered("star_2/512x512x512/f32")
     assert offered("star_4/512x512x512/f16")[-1] == "planes"
-    assert offered("star_1/512x512x512/f32")[3:] == ["planes", "short4+alternate", "rows8+alternate", "rows16+alternate",
-                                                     "burst16+by4+l4", "burst16+by4+l8"]
+    assert offered("star_1/512x512x512/f32")[3:] == ["planes", "short4+alternate", "rows8+alternate", "rows16+alternate"]
     assert "planes" not in offered("varcoef_star_1/512x512x512/f32")
     with pytest.raises(ValueError):
         render(parse_case("box_2/64x64x64/f32"))
