@@ -21,7 +21,9 @@ output stores) on each lean kernel; `--family rows` its `ry` (several rows a thr
 `--family producer` the producer warp over buffers and planes a block;
 `--family unroll` session 34's `unroll` (rows or planes a step of the march) beside every Halide schedule of the case;
 `--family narrow` one double a lane (f64) the same way; `--family pull` the producer warp without the queue;
-`--family burst` session 41's `burst` (a short chunk unrolled whole) beside every Halide schedule too.
+`--family burst` session 41's `burst` (a short chunk unrolled whole) beside every Halide schedule too;
+`--family bounds` session 45's `min_blocks` (registers capped for more resident warps) on rows16's and short4's lean kernels.
+The variants of each family are built in benchmarks/sweep_variants.py.
 
 On the device machine (docs/gpu.md):
 
@@ -41,58 +43,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from forge.candidates import marching_down, rows8_fits  # noqa: E402
 from forge.handwritten import VECTOR_BYTES, default_chunk, render  # noqa: E402
 from measurement.harness.cases import parse_case  # noqa: E402
+from sweep_variants import (bounds_variants, burst_variants, change_variants, lean_variants, narrow_variants,  # noqa: E402
+                            rows_variants, stream_variants, tall_variants, unroll_variants, variants)
 
 # Worse than this relative difference from the straightforward kernel: not timed (f16 is
 # compared after both round to half, so it gets the half-precision spacing).
 AGREEMENT = {"f16": 2e-3, "f32": 1e-5, "f64": 1e-12}
-
-
-def variants(case) -> list[tuple[str, dict]]:
-    """rows16 (8-row blocks, default chunk, one vector), then each parameter changed alone."""
-    chunk = default_chunk(case, 1)
-    base = {"nv": 1, "by": 8, "chunk": chunk}
-    changes = [("rows16", {})]
-    changes += [(f"by={by}", {"by": by}) for by in (4, 16, 32)]
-    changes += [(f"chunk={c}", {"chunk": c}) for c in (chunk // 4, chunk // 2, chunk * 2) if c >= 1]
-    changes += [("nv=2", {"nv": 2}), ("nv=2,by=4", {"nv": 2, "by": 4})]
-    return [(label, {**base, **change}) for label, change in changes]
-
-
-def change_variants(case, march: bool = False) -> list[tuple[str, dict]]:
-    """rows16, short4 (and rows8 where the campaign offers it), each unchanged, with the x halo by
-    shuffles, with L2::256B loads, and with both; with `march`, each unchanged and with odd chunks
-    marching down (`alternate`)."""
-    base = {"nv": 1, "chunk": default_chunk(case, 1)}
-    kernels = [("rows16", {"by": 8}), ("short4", {"by": 4})]
-    if rows8_fits(case):
-        kernels.append(("rows8", {"by": 8, "vector_bytes": 8}))
-    changes = ([("", {}), ("+alternate", {"alternate": True})] if march else
-               [("", {}), ("+shuffle", {"shuffle": True}), ("+l2", {"l2_prefetch": True}),
-                ("+shuffle+l2", {"shuffle": True, "l2_prefetch": True})])
-    return [(name + label, {**base, **kernel, **change}) for name, kernel in kernels for label, change in changes]
-
-
-def lean_variants(case) -> list[tuple[str, dict]]:
-    """short4, rows16 (and rows8 where offered), each as gated, with `split` and `stride`, marching
-    down, and marching down with both; and rows16 with `split` alone, to tell the two apart."""
-    base = {"nv": 1, "chunk": default_chunk(case, 1)}
-    kernels = [("rows16", {"by": 8}), ("short4", {"by": 4})]
-    if rows8_fits(case):
-        kernels.append(("rows8", {"by": 8, "vector_bytes": 8}))
-    lean = {"split": True, "stride": True}
-    changes = [("", {}), ("+lean", lean), ("+alternate", {"alternate": True}), ("+alternate+lean", {"alternate": True, **lean})]
-    made = [(name + label, {**base, **kernel, **change}) for name, kernel in kernels for label, change in changes]
-    return made + [("rows16+split", {**base, "by": 8, "split": True})]
-
-
-def stream_variants(case) -> list[tuple[str, dict]]:
-    """rows16 as gated (the column every row is divided by), each `lean` kernel marching up and down,
-    and each of those with session 32's evict-first output stores (`streaming`)."""
-    made = [(label, p) for label, p in lean_variants(case) if label == "rows16" or label.endswith("+lean")]
-    return made + [(f"{label}+stream", {**p, "streaming": True}) for label, p in made if label != "rows16"]
 
 
 def sweep_case(backend, case_id: str, passes: int, launches: int, candidates: list[tuple], extra=None,
@@ -237,34 +195,6 @@ def sweep_rows16(backend, case_id: str, passes: int, launches: int, admitted=Non
     return row, _best_line(row)
 
 
-def _lean_family(case, kernels: list[tuple[str, dict]], parameter: str, values: tuple[int, ...]) -> list[tuple[str, dict]]:
-    """rows16 as gated, then each of `kernels` with `split` and `stride` (marching down too where
-    forge/candidates.py `marching_down` offers it) at each of `values` of `parameter`, labelled
-    `+PARAMETERVALUE` where it is not the first value (the kernel's own)."""
-    chunk = default_chunk(case, 1)
-    base = {"nv": 1, "chunk": chunk, "split": True, "stride": True}
-    marches = [("", {})] + ([("+alternate", {"alternate": True})] if marching_down(case, chunk) else [])
-    made = [("rows16", {"nv": 1, "chunk": chunk, "by": 8})]
-    for (name, kernel), (march, down) in [(k, m) for m in marches for k in kernels]:
-        for value in values:
-            label = f"{name}{march}+lean{f'+{parameter}{value}' if value != values[0] else ''}"
-            made.append((label, {**base, **kernel, **down, parameter: value}))
-    return made
-
-
-def rows_variants(case) -> list[tuple[str, dict]]:
-    """Each `lean` kernel with 1, 2 and 4 rows a thread (session 32's `ry`)."""
-    kernels = [("rows16", {"by": 8}), ("short4", {"by": 4})]
-    return _lean_family(case, kernels + ([("rows8", {"by": 8, "vector_bytes": 8})] if rows8_fits(case) else []), "ry", (1, 2, 4))
-
-
-def tall_variants(case) -> list[tuple[str, dict]]:
-    """rows16's and rows8's lean kernels in blocks of 8, 16 and 32 rows: a taller block reads fewer halo
-    rows from the L2 for its rows (session 32's ncu: star_2/512^3 f32 reads 1.86x its input from the L2),
-    at one row a thread, so without the registers that several rows a thread cost."""
-    return _lean_family(case, [("rows16", {})] + ([("rows8", {"vector_bytes": 8})] if rows8_fits(case) else []), "by", (8, 16, 32))
-
-
 def _sweep_planes(backend, case_id: str, passes: int, launches: int, admitted, made: list[tuple[str, dict]]) -> tuple[dict, str]:
     """rows16 and `planes` as gated, then `made` ((label, forge/handwritten_planes.py `render` parameters)), then the
     case's admitted kernel."""
@@ -316,48 +246,6 @@ def sweep_pull(backend, case_id: str, passes: int, launches: int, admitted=None)
     return _sweep_planes(backend, case_id, passes, launches, admitted, made)
 
 
-def unroll_variants(case) -> list[tuple[str, dict]]:
-    """rows16 as gated, then each kernel marching up and down with its march unrolled 1, 2, 4 and 8 rows (planes) a
-    step (session 34's `unroll`); in 2D at the default chunk and twice it (rows16, short4 and rows8 where offered), in
-    3D the `lean` kernels at the default chunk (`marching_down` where offered)."""
-    kernels = [("rows16", {"by": 8}), ("short4", {"by": 4})] + ([("rows8", {"by": 8, "vector_bytes": 8})] if rows8_fits(case) else [])
-    if case.stencil.dims == 3:
-        return _lean_family(case, kernels, "unroll", (2, 4, 8))
-    chunk = default_chunk(case, 1)
-    made = [("rows16", {"nv": 1, "chunk": chunk, "by": 8})]
-    for name, kernel in kernels:
-        for march, down in (("", {}), ("+alternate", {"alternate": True})):
-            for length in (chunk, 2 * chunk):
-                for unroll in (1, 2, 4, 8):
-                    made.append((f"{name}{march}+u{unroll}+l{length}", {"nv": 1, "chunk": length, **kernel, **down, "unroll": unroll}))
-    return made
-
-
-def narrow_variants(case) -> list[tuple[str, dict]]:
-    """rows16 as gated, short4 marching up and down, then one double a lane (8-byte "vectors" in f64, session 34: tuned
-    Halide's shape, whose star2d_1 f64 kernel runs one point a thread down 64 rows) in 2-, 4- and 8-row blocks at the
-    default chunk and twice it, marching up and down, each as is and lean (`split` and `stride`)."""
-    chunk = default_chunk(case, 1)
-    made = [("rows16", {"nv": 1, "chunk": chunk, "by": 8}), ("short4", {"nv": 1, "chunk": chunk, "by": 4}),
-            ("short4+alternate", {"nv": 1, "chunk": chunk, "by": 4, "alternate": True})]
-    for by in (2, 4, 8):
-        for length in (chunk, 2 * chunk):
-            for march, down in (("", {}), ("+alternate", {"alternate": True})):
-                for lean, changes in (("", {}), ("+lean", {"split": True, "stride": True})):
-                    made.append((f"one{by}{march}{lean}+l{length}",
-                                 {"nv": 1, "chunk": length, "by": by, "vector_bytes": 8, **down, **changes}))
-    return made
-
-
-def burst_variants(case) -> list[tuple[str, dict]]:
-    """rows16, short4 marching down, then `burst` (session 41) in 4, 8 and 16 rows, 1-, 2-, 4- and (session 45) 8-row blocks,
-    8- and 16-byte vectors."""
-    chunk = default_chunk(case, 1)
-    made = [("rows16", {"nv": 1, "chunk": chunk, "by": 8}), ("short4+alternate", {"nv": 1, "chunk": chunk, "by": 4, "alternate": True})]
-    return made + [(f"burst{vb}+by{by}+l{rows}", {"nv": 1, "chunk": rows, "by": by, "vector_bytes": vb, "split": True, "burst": True})
-                   for vb in (8, 16) for by in (1, 2, 4, 8) for rows in (4, 8, 16)]
-
-
 def sweep_beside_halide(backend, case_id: str, passes: int, launches: int, admitted=None, made=unroll_variants) -> tuple[dict, str]:
     """`made`'s variants (`unroll_variants`, or `narrow_variants` for `--family narrow`) beside the admitted kernel and
     every Halide schedule the carried AOT folder has for the case (the public bound: a retracted case such as star2d_1
@@ -375,22 +263,20 @@ def sweep_beside_halide(backend, case_id: str, passes: int, launches: int, admit
     return row, _best_line(row) + versus
 
 
-def sweep_changes(backend, case_id: str, passes: int, launches: int, march: bool = False, lean: bool = False,
-                  stream: bool = False, rows: bool = False, tall: bool = False, admitted=None) -> tuple[dict, str]:
-    case = parse_case(case_id)
-    made = (tall_variants(case) if tall else rows_variants(case) if rows else stream_variants(case) if stream
-            else lean_variants(case) if lean else change_variants(case, march))
-    row = sweep_case(backend, case_id, passes, launches, with_admitted(made, admitted))
+def sweep_changes(backend, case_id: str, passes: int, launches: int, made=change_variants, admitted=None) -> tuple[dict, str]:
+    row = sweep_case(backend, case_id, passes, launches, with_admitted(made(parse_case(case_id)), admitted))
     return row, f"{_best_line(row)}, {row['variants'].get(row['best'], {}).get('x_straightforward')}x straightforward"
 
 
 def main() -> int:
     return sweep_main(__doc__.splitlines()[0], "comma-separated case ids (T = 1 types)", sweep_rows16,
-                      {"changes": sweep_changes, "march": lambda *a, **k: sweep_changes(*a, march=True, **k),
-                       "lean": lambda *a, **k: sweep_changes(*a, lean=True, **k),
-                       "stream": lambda *a, **k: sweep_changes(*a, stream=True, **k),
-                       "rows": lambda *a, **k: sweep_changes(*a, rows=True, **k),
-                       "tall": lambda *a, **k: sweep_changes(*a, tall=True, **k), "bulk": sweep_bulk,
+                      {"changes": sweep_changes,
+                       "march": lambda *a, **k: sweep_changes(*a, made=lambda case: change_variants(case, march=True), **k),
+                       "lean": lambda *a, **k: sweep_changes(*a, made=lean_variants, **k),
+                       "stream": lambda *a, **k: sweep_changes(*a, made=stream_variants, **k),
+                       "rows": lambda *a, **k: sweep_changes(*a, made=rows_variants, **k),
+                       "tall": lambda *a, **k: sweep_changes(*a, made=tall_variants, **k),
+                       "bounds": lambda *a, **k: sweep_changes(*a, made=bounds_variants, **k), "bulk": sweep_bulk,
                        "producer": sweep_producer, "unroll": sweep_beside_halide,
                        "narrow": lambda *a, **k: sweep_beside_halide(*a, made=narrow_variants, **k), "pull": sweep_pull,
                        "burst": lambda *a, **k: sweep_beside_halide(*a, made=burst_variants, **k)})

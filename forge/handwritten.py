@@ -53,7 +53,7 @@ def default_chunk(case: Case, nv: int) -> int:
 def render(case: Case, nv: int = 1, by: int = 8, chunk: int | None = None, vector_bytes: int = VECTOR_BYTES,
            shuffle: bool = False, l2_prefetch: bool = False, alternate: bool = False, split: bool = False,
            stride: bool = False, streaming: bool = False, ry: int = 1, unroll: int = 2,
-           burst: bool = False) -> tuple[str, dict, str]:
+           burst: bool = False, min_blocks: int = 0) -> tuple[str, dict, str]:
     """`shuffle`, `l2_prefetch` and `alternate` are the changes of session 28 (docs/forge.md), each
     off renders the gated sources byte for byte. `alternate`: odd chunks march down z (y in 2D), so
     two neighbouring chunks read the planes at their shared boundary at about the same time, both
@@ -98,7 +98,13 @@ def render(case: Case, nv: int = 1, by: int = 8, chunk: int | None = None, vecto
     no store stands between two rows' loads and nvcc may issue a short chunk's loads all at once, as
     tuned Halide's star2d_1 f64 kernel does (8 rows a thread, 64-thread blocks). Nsight Compute on the H100 put that
     kernel at the copy's DRAM rate (85.5%) and ours at 80%, marching down or not (docs/gpu.md, session 41); its
-    threads issue each row's loads before any arithmetic, ours a row or two ahead."""
+    threads issue each row's loads before any arithmetic, ours a row or two ahead.
+
+    `min_blocks` (session 45): `__launch_bounds__(32 x by, min_blocks)`, so nvcc keeps the registers a thread to what
+    min_blocks resident blocks an SM leave. Nsight Compute on star_1/512^3 f16 (session 44, H100) found the admitted
+    kernel reading 1.06x the copy's DRAM bytes at 73% of DRAM's peak against the copy's 86%, with 45-48% of the
+    warps resident (52 registers): too few loads in flight, not too many bytes. More resident warps at the same code
+    put more loads in flight, if the cap costs no spills in the loop."""
     stencil = case.stencil
     if stencil.time_steps != 1:
         raise ValueError(f"{case.type}: the plane-queue design is for one application (T = 1), not {stencil.time_steps}"
@@ -128,13 +134,15 @@ def render(case: Case, nv: int = 1, by: int = 8, chunk: int | None = None, vecto
                                 ("evict-first output stores", streaming),
                                 (f"{ry} rows a thread", ry > 1),
                                 ("the chunk unrolled whole, every row read", burst),
-                                (f"the march unrolled {unroll} {'planes' if three else 'rows'} a step", unroll != 2)) if on]
+                                (f"the march unrolled {unroll} {'planes' if three else 'rows'} a step", unroll != 2),
+                                (f"registers capped for {min_blocks} resident blocks an SM", min_blocks > 0)) if on]
     if changes:
         comment.append(f"/* Changes: {', '.join(changes)}. */")
     source = _marching_kernel(case, v, vw, chunk, comment, [], setup,
                               plane_body(case, plane_plan(case), v, vw, "        ", shuffle, ry),
                               shuffle=shuffle, l2_prefetch=l2_prefetch, alternate=alternate, split=split, stride=stride,
-                              streaming=streaming, ry=ry, unroll=unroll, loop_pragma=unroll != 2, burst=burst)
+                              streaming=streaming, ry=ry, unroll=unroll, loop_pragma=unroll != 2, burst=burst,
+                              bounds=(32 * by, min_blocks) if min_blocks else None)
     hypothesis = (
         f"{case.id}: {vector_bytes}-byte row loads ({v} x-points per thread) and a {2 * stencil.radius + 1}-deep register queue marching "
         f"{chunk} {'planes' if three else 'rows'} cut the load instructions per point and read each input plane once; "
@@ -207,7 +215,7 @@ def _marching_kernel(case: Case, v: int, vw: int, chunk: int, comment: list[str]
                      setup: list[str], body: list[str], unroll: int = 2, shuffle: bool = False,
                      l2_prefetch: bool = False, alternate: bool = False, split: bool = False,
                      stride: bool = False, streaming: bool = False, ry: int = 1, loop_pragma: bool = False,
-                     burst: bool = False) -> str:
+                     burst: bool = False, bounds: tuple[int, int] | None = None) -> str:
     """The skeleton both designs share: thread -> (V x-points, row, chunk of planes), the
     register queue of 2H+1 partial output planes (H = the halo), its store and shift; `setup`
     runs before any thread returns (it may synchronise), `body` adds plane k into the queue.
@@ -222,7 +230,8 @@ def _marching_kernel(case: Case, v: int, vw: int, chunk: int, comment: list[str]
         f"typedef {acc_type(case.precision)} acc_t;",
         *vector_helpers(case.precision, vw, vw * case.dtype.itemsize, l2_prefetch, streaming),
         *file_scope,
-        'extern "C" __global__ void stencil(const elem_t* __restrict__ u, const elem_t* __restrict__ a,',
+        'extern "C" __global__ void ' + (f"__launch_bounds__({bounds[0]}, {bounds[1]}) " if bounds else "")
+        + 'stencil(const elem_t* __restrict__ u, const elem_t* __restrict__ a,',
         "                                   elem_t* __restrict__ y, const double* __restrict__ coef,",
         "                                   int nz, int ny, int nx)",
         "{",

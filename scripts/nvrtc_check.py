@@ -10,7 +10,7 @@ the wheel, then
         --include /usr/local/cuda/include --cases box_1/512x512x512/f16,diamond_ts8/512x512x512/f32
 
 Every campaign candidate of each case (forge/candidates.py) and the variants of the sweeps that apply (`burst`,
-`handwritten_sweep.burst_variants`; `tcq`, `tensor_sweep.variants`; `pipe` with `pair` and cpipe's `signal`,
+`sweep_variants.burst_variants`, and session 45's `bounds`, `sweep_variants.bounds_variants`; `tcq`, `tensor_sweep.variants`; `pipe` with `pair` and cpipe's `signal`,
 `temporal_sweep`) is compiled for
 compute_90 with the harness's options; the exit status is 1 if any fails, its log printed.
 """
@@ -48,15 +48,17 @@ def compile_source(nvrtc: ctypes.CDLL, source: str, options: list[str]) -> tuple
 
 def sources(case_id: str) -> list[tuple[str, str]]:
     """(label, source) of every kernel the check compiles for a case."""
-    import handwritten_sweep
+    import sweep_variants
     import temporal_sweep
     import tensor_sweep
 
     case = parse_case(case_id)
     made = [(subject.split(":")[0], source) for subject, _, _, source in matrix_candidates(case)]
-    if case.stencil.time_steps == 1:  # `--family burst`'s 18 shapes, the next H200 sweep's (scripts/h200_burst3d.sh)
-        made += [(label, render_rows(case, **params)[0]) for label, params in handwritten_sweep.burst_variants(case)
+    if case.stencil.time_steps == 1:  # `--family burst`'s 24 shapes and `--family bounds`' capped lean kernels
+        made += [(label, render_rows(case, **params)[0]) for label, params in sweep_variants.burst_variants(case)
                  if label.startswith("burst")]
+        made += [(label, render_rows(case, **params)[0]) for label, params in sweep_variants.bounds_variants(case)
+                 if "+min_blocks" in label]
     try:
         made += [(label, tensor_sweep.render(case, **params)[0]) for label, params in tensor_sweep.variants(case)]
     except ValueError:  # not a tcq case

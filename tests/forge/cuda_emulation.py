@@ -43,6 +43,7 @@ inline void __syncthreads() {}
 struct dim3 { unsigned x, y, z; };
 static dim3 blockIdx, threadIdx, blockDim;
 #define __global__
+#define __launch_bounds__(...)
 #define __device__
 #define __forceinline__ inline
 #define __restrict__ __restrict
@@ -71,7 +72,6 @@ THREADED = r"""
 #include <type_traits>
 #include <ucontext.h>
 #include <vector>
-#define __launch_bounds__(...)
 /* Each GPU thread of a block is a fiber (ucontext): it runs until it waits at a barrier, then the
    next one runs; a barrier's phase ends when its last thread arrives. The same interleavings a
    barrier allows, at the cost of a function call per switch: real threads spent most of these

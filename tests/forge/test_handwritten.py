@@ -229,3 +229,21 @@ def test_a_burst_chunk_marches_one_way_one_row_a_thread():
     for changes in ({"alternate": True}, {"stride": True}, {"ry": 2}):
         with pytest.raises(ValueError, match="a burst chunk is short and unrolled whole"):
             render(parse_case("star_1/9x11x64/f32"), burst=True, **changes)
+
+
+@pytest.mark.parametrize("by, min_blocks", [(8, 5), (4, 10)])
+def test_a_register_cap_changes_only_the_kernel_declaration(by, min_blocks):
+    """Session 45's `min_blocks`: `__launch_bounds__(32 x by, min_blocks)` on the lean kernel and a line in its comment
+    (the ledger keys a kernel by its source), the launch and the rest of the source as without it, and still correct on
+    an extent that is not a multiple of the chunk or the tile."""
+    case = parse_case("star_1/11x9x45/f16")
+    plain, launch, _ = render(case, by=by, split=True, stride=True, alternate=True)
+    capped, capped_launch, _ = render(case, by=by, split=True, stride=True, alternate=True, min_blocks=min_blocks)
+    declaration = f'extern "C" __global__ void __launch_bounds__({32 * by}, {min_blocks}) stencil('
+    assert declaration in capped and "__launch_bounds__" not in plain and capped_launch == launch
+    unchanged = capped.replace(declaration, 'extern "C" __global__ void stencil(')
+    assert [line for line in unchanged.splitlines() if line not in plain.splitlines()] == [
+        f"/* Changes: odd chunks march down, vector and lane paths in two loops, plane address advanced by the stride, "
+        f"registers capped for {min_blocks} resident blocks an SM. */"]
+    for misalign in (False, True):
+        assert judged(case, capped, launch, misalign) <= TOLERANCE[case.precision], misalign
