@@ -10,6 +10,9 @@ holds: the scheduler issues it either way. Needs nvcc and nvdisasm (on the devic
 are there; here `pip install nvidia-cuda-nvdisasm` gives nvdisasm, `--nvdisasm` names it).
 
     python benchmarks/sass_count.py --cases star_1/512x512x512/f16 --out docs/benchmarks/sass_f16_s30.json
+
+`--family bounds` counts the variants of handwritten_sweep.py's `--family bounds` instead (session 45's `min_blocks`:
+what the register cap costs in spills and instructions before the sweep times it).
 """
 from __future__ import annotations
 
@@ -23,10 +26,12 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from forge.handwritten import render  # noqa: E402
 from measurement.harness.cases import parse_case  # noqa: E402
 from measurement.harness.codegen_f16 import straightforward_cuda_f16, vectorised  # noqa: E402
+from sweep_variants import bounds_variants  # noqa: E402
 
 KERNELS = {"rows16": {"by": 8}, "short4": {"by": 4}, "rows8": {"by": 8, "vector_bytes": 8}}
 CHANGES = {"": {}, "+split": {"split": True}, "+split+stride": {"split": True, "stride": True}}
@@ -67,11 +72,20 @@ def count(source: str, nvdisasm: str) -> dict:
     return {"registers": registers, "spill_store_bytes": spilled, "loops": loops(disassembly)}
 
 
+def variants(case, family: str) -> list[tuple[str, dict]]:
+    if family == "bounds":
+        return bounds_variants(case)
+    return [(kernel + change, {**parameters, **flags}) for kernel, parameters in KERNELS.items()
+            if not (kernel == "rows8" and case.precision == "f64") for change, flags in CHANGES.items()]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", required=True, help="comma-separated T = 1 case ids")
     parser.add_argument("--nvdisasm", default="nvdisasm")
     parser.add_argument("--out", required=True)
+    parser.add_argument("--family", choices=["changes", "bounds"], default="changes",
+                        help="changes: rows16, short4 and rows8 with split and stride (session 30); bounds: session 45's")
     options = parser.parse_args()
     result: dict = {"command": " ".join(sys.argv), "cases": []}
     for case_id in options.cases.split(","):
@@ -79,14 +93,11 @@ def main() -> int:
         row: dict = {"case": case_id, "variants": {}}
         if vectorised(case):
             row["variants"]["straightforward"] = count(straightforward_cuda_f16(case), options.nvdisasm)
-        for kernel, parameters in KERNELS.items():
-            if kernel == "rows8" and case.precision == "f64":
-                continue
-            for change, flags in CHANGES.items():
-                source, launch, _ = render(case, **parameters, **flags)
-                counted = count(source, options.nvdisasm)
-                counted["points_a_loop_iteration"] = launch["tile"][0] // 32 * 2  # the plane loop is unrolled twice
-                row["variants"][kernel + change] = counted
+        for name, parameters in variants(case, options.family):
+            source, launch, _ = render(case, **parameters)
+            counted = count(source, options.nvdisasm)
+            counted["points_a_loop_iteration"] = launch["tile"][0] // 32 * 2  # the plane loop is unrolled twice
+            row["variants"][name] = counted
         for name, counted in row["variants"].items():
             spans = ", ".join(str(span["instructions"]) for span in counted["loops"] if span["instructions"] > 1)
             print(f"{case_id} {name}: {counted['registers']} registers, loops of {spans} instructions", file=sys.stderr)
