@@ -125,6 +125,7 @@ def bounds_variants(case) -> list[tuple[str, dict]]:
     """rows16's and short4's lean kernels with their registers capped for 40 and 48 resident warps an SM (session 45's
     `min_blocks`: 5 and 6 blocks of 8 rows, 10 and 12 of 4). Session 44's Nsight Compute put star_1/512^3 f16's admitted
     kernel at 45-48% achieved occupancy (52 registers) and DRAM at 73% of its peak against the copy's 86%, at 1.06x
-    the copy's bytes; nvcc fits the 40-warp cap without spills on the f16 radius-1 cases (48 registers)."""
+    the copy's bytes; nvcc fits the 40-warp cap without spills on the f16 radius-1 cases (48 registers). Every capped
+    kernel was slower on the H100 (docs/benchmarks/handwritten_bounds_h100_s45.json)."""
     made = lean_family(case, [("rows16", {"by": 8})], "min_blocks", (0, 5, 6))
     return made + lean_family(case, [("short4", {"by": 4})], "min_blocks", (0, 10, 12))[1:]
