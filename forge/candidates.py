@@ -183,8 +183,8 @@ def burst(case: Case) -> list[tuple[str, dict, str, str]]:
     Session 44 offered it to star_1 f32 and varcoef_star_1 f16 too; session 45 took them back: on star_1 f32 the H100
     puts the admitted kernels 3-7% ahead at 128^3 and 256^3 (docs/benchmarks/handwritten_burst_by8_h100_s45.json) and
     the H200 had reverted it at 512^3 and 128x256x2048, and on varcoef_star_1/512^3 f16 the H100 measured it 7% slower
-    (312 against 291 us, docs/benchmarks/ncu/ncu_f16_h100_s44_*). 8-row blocks read fewer arm rows a point but are
-    slower still on the H100 (the same file)."""
+    (312 against 291 us, docs/benchmarks/ncu/ncu_f16_h100_s44_*). 8-row blocks, which read fewer arm rows a point, beat
+    no admitted kernel of those four cases on the H100 and were slower than 4-row blocks at star_2/512^3 (the same file)."""
     stencil = case.stencil
     if stencil.dims == 2:
         shapes = ((16, 4, 4), (16, 4, 8)) if case.precision == "f16" else ((16, 1, 4), (8, 4, 4))
