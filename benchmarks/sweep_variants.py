@@ -6,6 +6,11 @@ from forge.candidates import marching_down, rows8_fits
 from forge.handwritten import default_chunk
 
 
+def marching_kernels(case) -> list[tuple[str, dict]]:
+    """rows16, short4, and rows8 where the campaign offers it: the kernels most families change."""
+    return [("rows16", {"by": 8}), ("short4", {"by": 4})] + ([("rows8", {"by": 8, "vector_bytes": 8})] if rows8_fits(case) else [])
+
+
 def variants(case) -> list[tuple[str, dict]]:
     """rows16 (8-row blocks, default chunk, one vector), then each parameter changed alone."""
     chunk = default_chunk(case, 1)
@@ -22,25 +27,19 @@ def change_variants(case, march: bool = False) -> list[tuple[str, dict]]:
     shuffles, with L2::256B loads, and with both; with `march`, each unchanged and with odd chunks
     marching down (`alternate`)."""
     base = {"nv": 1, "chunk": default_chunk(case, 1)}
-    kernels = [("rows16", {"by": 8}), ("short4", {"by": 4})]
-    if rows8_fits(case):
-        kernels.append(("rows8", {"by": 8, "vector_bytes": 8}))
     changes = ([("", {}), ("+alternate", {"alternate": True})] if march else
                [("", {}), ("+shuffle", {"shuffle": True}), ("+l2", {"l2_prefetch": True}),
                 ("+shuffle+l2", {"shuffle": True, "l2_prefetch": True})])
-    return [(name + label, {**base, **kernel, **change}) for name, kernel in kernels for label, change in changes]
+    return [(name + label, {**base, **kernel, **change}) for name, kernel in marching_kernels(case) for label, change in changes]
 
 
 def lean_variants(case) -> list[tuple[str, dict]]:
     """short4, rows16 (and rows8 where offered), each as gated, with `split` and `stride`, marching
     down, and marching down with both; and rows16 with `split` alone, to tell the two apart."""
     base = {"nv": 1, "chunk": default_chunk(case, 1)}
-    kernels = [("rows16", {"by": 8}), ("short4", {"by": 4})]
-    if rows8_fits(case):
-        kernels.append(("rows8", {"by": 8, "vector_bytes": 8}))
     lean = {"split": True, "stride": True}
     changes = [("", {}), ("+lean", lean), ("+alternate", {"alternate": True}), ("+alternate+lean", {"alternate": True, **lean})]
-    made = [(name + label, {**base, **kernel, **change}) for name, kernel in kernels for label, change in changes]
+    made = [(name + label, {**base, **kernel, **change}) for name, kernel in marching_kernels(case) for label, change in changes]
     return made + [("rows16+split", {**base, "by": 8, "split": True})]
 
 
@@ -68,8 +67,7 @@ def lean_family(case, kernels: list[tuple[str, dict]], parameter: str, values: t
 
 def rows_variants(case) -> list[tuple[str, dict]]:
     """Each `lean` kernel with 1, 2 and 4 rows a thread (session 32's `ry`)."""
-    kernels = [("rows16", {"by": 8}), ("short4", {"by": 4})]
-    return lean_family(case, kernels + ([("rows8", {"by": 8, "vector_bytes": 8})] if rows8_fits(case) else []), "ry", (1, 2, 4))
+    return lean_family(case, marching_kernels(case), "ry", (1, 2, 4))
 
 
 def tall_variants(case) -> list[tuple[str, dict]]:
@@ -83,12 +81,11 @@ def unroll_variants(case) -> list[tuple[str, dict]]:
     """rows16 as gated, then each kernel marching up and down with its march unrolled 1, 2, 4 and 8 rows (planes) a
     step (session 34's `unroll`); in 2D at the default chunk and twice it (rows16, short4 and rows8 where offered), in
     3D the `lean` kernels at the default chunk (`marching_down` where offered)."""
-    kernels = [("rows16", {"by": 8}), ("short4", {"by": 4})] + ([("rows8", {"by": 8, "vector_bytes": 8})] if rows8_fits(case) else [])
     if case.stencil.dims == 3:
-        return lean_family(case, kernels, "unroll", (2, 4, 8))
+        return lean_family(case, marching_kernels(case), "unroll", (2, 4, 8))
     chunk = default_chunk(case, 1)
     made = [("rows16", {"nv": 1, "chunk": chunk, "by": 8})]
-    for name, kernel in kernels:
+    for name, kernel in marching_kernels(case):
         for march, down in (("", {}), ("+alternate", {"alternate": True})):
             for length in (chunk, 2 * chunk):
                 for unroll in (1, 2, 4, 8):
@@ -125,7 +122,7 @@ def bounds_variants(case) -> list[tuple[str, dict]]:
     """rows16's and short4's lean kernels with their registers capped for 40 and 48 resident warps an SM (session 45's
     `min_blocks`: 5 and 6 blocks of 8 rows, 10 and 12 of 4). Session 44's Nsight Compute put star_1/512^3 f16's admitted
     kernel at 45-48% achieved occupancy (52 registers) and DRAM at 73% of its peak against the copy's 86%, at 1.06x
-    the copy's bytes; nvcc fits the 40-warp cap without spills on the f16 radius-1 cases (48 registers). Every capped
+    the copy's bytes; nvcc fits the 40-warp cap (48 registers) with 4 bytes of spills at most on the f16 radius-1 cases. Every capped
     kernel was slower on the H100 (docs/benchmarks/handwritten_bounds_h100_s45.json)."""
     made = lean_family(case, [("rows16", {"by": 8})], "min_blocks", (0, 5, 6))
     return made + lean_family(case, [("short4", {"by": 4})], "min_blocks", (0, 10, 12))[1:]

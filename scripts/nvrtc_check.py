@@ -55,10 +55,8 @@ def sources(case_id: str) -> list[tuple[str, str]]:
     case = parse_case(case_id)
     made = [(subject.split(":")[0], source) for subject, _, _, source in matrix_candidates(case)]
     if case.stencil.time_steps == 1:  # `--family burst`'s 24 shapes and `--family bounds`' capped lean kernels
-        made += [(label, render_rows(case, **params)[0]) for label, params in sweep_variants.burst_variants(case)
-                 if label.startswith("burst")]
-        made += [(label, render_rows(case, **params)[0]) for label, params in sweep_variants.bounds_variants(case)
-                 if "+min_blocks" in label]
+        swept = sweep_variants.burst_variants(case) + sweep_variants.bounds_variants(case)
+        made += [(label, render_rows(case, **params)[0]) for label, params in swept if label.startswith("burst") or "+min_blocks" in label]
     try:
         made += [(label, tensor_sweep.render(case, **params)[0]) for label, params in tensor_sweep.variants(case)]
     except ValueError:  # not a tcq case
