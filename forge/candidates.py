@@ -181,7 +181,7 @@ def burst(case: Case) -> list[tuple[str, dict, str, str]]:
     radius 1 in f64, where the H200 admitted it, and to star_1 in f16, whose f16 cases (71-78% of copy) the H200 never
     measured it on and where the H100 puts it level with the admitted kernel (Nsight Compute at 512^3, session 44).
     Session 44 offered it to star_1 f32 and varcoef_star_1 f16 too; session 45 took them back: on star_1 f32 the H100
-    puts the admitted kernels 3-7% ahead at 128^3 and 256^3 (docs/benchmarks/handwritten_burst_by8_h100_s45.json) and
+    puts the admitted kernels 2-6% ahead at 128^3 and 256^3 (docs/benchmarks/handwritten_burst_by8_h100_s45.json) and
     the H200 had reverted it at 512^3 and 128x256x2048, and on varcoef_star_1/512^3 f16 the H100 measured it 7% slower
     (312 against 291 us, docs/benchmarks/ncu/ncu_f16_h100_s44_*). 8-row blocks, which read fewer arm rows a point, beat
     no admitted kernel of those four cases on the H100 and were slower than 4-row blocks at star_2/512^3 (the same file)."""

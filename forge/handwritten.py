@@ -105,7 +105,7 @@ def render(case: Case, nv: int = 1, by: int = 8, chunk: int | None = None, vecto
     kernel reading 1.06x the copy's DRAM bytes at 73% of DRAM's peak against the copy's 86%, with 45-48% of the
     warps resident (52 registers): too few loads in flight, not too many bytes. More resident warps at the same code
     would put more loads in flight. Refuted on the H100 and kept so its evidence reproduces: capped at 48 registers
-    (40 warps an SM, no spills) nvcc spends 12-14% more instructions a plane (docs/benchmarks/sass_bounds_s45.json),
+    (40 warps an SM, 4 bytes of spills at most) nvcc spends 1-20% more instructions a plane (docs/benchmarks/sass_bounds_s45.json),
     and every lean kernel of the four f16 radius-1 cases ran at 0.92-1.00x of its uncapped speed, at 40 registers at
     0.52-0.99x (docs/benchmarks/handwritten_bounds_h100_s45.json)."""
     stencil = case.stencil
