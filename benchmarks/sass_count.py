@@ -12,7 +12,8 @@ are there; here `pip install nvidia-cuda-nvdisasm` gives nvdisasm, `--nvdisasm` 
     python benchmarks/sass_count.py --cases star_1/512x512x512/f16 --out docs/benchmarks/sass_f16_s30.json
 
 `--family bounds` counts the variants of handwritten_sweep.py's `--family bounds` instead (session 45's `min_blocks`:
-what the register cap costs in spills and instructions before the sweep times it).
+what the register cap costs in spills and instructions before the sweep times it), `--family ahead` those of its
+`--family ahead` (session 46's L2 prefetch: what it costs a plane).
 """
 from __future__ import annotations
 
@@ -31,10 +32,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from forge.handwritten import render  # noqa: E402
 from measurement.harness.cases import parse_case  # noqa: E402
 from measurement.harness.codegen_f16 import straightforward_cuda_f16, vectorised  # noqa: E402
-from sweep_variants import bounds_variants  # noqa: E402
+from sweep_variants import ahead_variants, bounds_variants  # noqa: E402
 
 KERNELS = {"rows16": {"by": 8}, "short4": {"by": 4}, "rows8": {"by": 8, "vector_bytes": 8}}
 CHANGES = {"": {}, "+split": {"split": True}, "+split+stride": {"split": True, "stride": True}}
+FAMILIES = {"bounds": bounds_variants, "ahead": ahead_variants}
 
 
 def loops(disassembly: str) -> list[dict]:
@@ -73,8 +75,8 @@ def count(source: str, nvdisasm: str) -> dict:
 
 
 def variants(case, family: str) -> list[tuple[str, dict]]:
-    if family == "bounds":
-        return bounds_variants(case)
+    if family in FAMILIES:
+        return FAMILIES[family](case)
     return [(kernel + change, {**parameters, **flags}) for kernel, parameters in KERNELS.items()
             if not (kernel == "rows8" and case.precision == "f64") for change, flags in CHANGES.items()]
 
@@ -84,8 +86,9 @@ def main() -> int:
     parser.add_argument("--cases", required=True, help="comma-separated T = 1 case ids")
     parser.add_argument("--nvdisasm", default="nvdisasm")
     parser.add_argument("--out", required=True)
-    parser.add_argument("--family", choices=["changes", "bounds"], default="changes",
-                        help="changes: rows16, short4 and rows8 with split and stride (session 30); bounds: session 45's")
+    parser.add_argument("--family", choices=["changes", *FAMILIES], default="changes",
+                        help="changes: rows16, short4 and rows8 with split and stride (session 30); bounds: session 45's; "
+                             "ahead: session 46's")
     options = parser.parse_args()
     result: dict = {"command": " ".join(sys.argv), "cases": []}
     for case_id in options.cases.split(","):

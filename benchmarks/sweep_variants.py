@@ -126,3 +126,11 @@ def bounds_variants(case) -> list[tuple[str, dict]]:
     kernel was slower on the H100 (docs/benchmarks/handwritten_bounds_h100_s45.json)."""
     made = lean_family(case, [("rows16", {"by": 8})], "min_blocks", (0, 5, 6))
     return made + lean_family(case, [("short4", {"by": 4})], "min_blocks", (0, 10, 12))[1:]
+
+
+def ahead_variants(case) -> list[tuple[str, dict]]:
+    """Each `lean` kernel (rows16, short4, rows8 where offered; marching down too where offered) with its row prefetched
+    to the L2 2, 4 and 8 planes ahead (session 46's `ahead`): more DRAM requests in flight without registers, against
+    the gap session 44's Nsight Compute found on star_1/512^3 f16 (45-48% of warps resident, DRAM at 73% against the
+    copy's 86% at 1.06x its bytes) and the register cap of session 45 could not close."""
+    return lean_family(case, marching_kernels(case), "ahead", (0, 2, 4, 8))

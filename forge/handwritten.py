@@ -34,7 +34,7 @@ from measurement.harness.cases import Case
 from measurement.harness.codegen import acc_type, composed_star1_polynomials, cuda_type
 
 from .handwritten_bodies import plane_body, plane_plan, temporal_body
-from .handwritten_loads import vector_helpers
+from .handwritten_loads import prefetch_ahead, prefetch_helper, vector_helpers
 
 VECTOR_BYTES = 16
 THREADS_WANTED = 1 << 17  # about the H200's resident threads at ~64 registers (132 SMs x 1024)
@@ -53,7 +53,7 @@ def default_chunk(case: Case, nv: int) -> int:
 def render(case: Case, nv: int = 1, by: int = 8, chunk: int | None = None, vector_bytes: int = VECTOR_BYTES,
            shuffle: bool = False, l2_prefetch: bool = False, alternate: bool = False, split: bool = False,
            stride: bool = False, streaming: bool = False, ry: int = 1, unroll: int = 2,
-           burst: bool = False, min_blocks: int = 0) -> tuple[str, dict, str]:
+           burst: bool = False, min_blocks: int = 0, ahead: int = 0) -> tuple[str, dict, str]:
     """`shuffle`, `l2_prefetch` and `alternate` are the changes of session 28 (docs/forge.md), each
     off renders the gated sources byte for byte. `alternate`: odd chunks march down z (y in 2D), so
     two neighbouring chunks read the planes at their shared boundary at about the same time, both
@@ -107,11 +107,21 @@ def render(case: Case, nv: int = 1, by: int = 8, chunk: int | None = None, vecto
     would put more loads in flight. Refuted on the H100 and kept so its evidence reproduces: capped at 48 registers
     (40 warps an SM, 4 bytes of spills at most) nvcc spends 1-20% more instructions a plane (docs/benchmarks/sass_bounds_s45.json),
     and every lean kernel of the four f16 radius-1 cases ran at 0.92-1.00x of its uncapped speed, at 40 registers at
-    0.52-0.99x (docs/benchmarks/handwritten_bounds_h100_s45.json)."""
+    0.52-0.99x (docs/benchmarks/handwritten_bounds_h100_s45.json).
+
+    `ahead` (session 46): each step of the march first prefetches the thread's own row `ahead` planes (2D: rows) on
+    into the L2 (PTX `prefetch.global.L2`), so that DRAM has that plane's reads in flight while this one is summed and
+    its loads, when they come, are L2 hits. Aimed at the same gap as `min_blocks`, from the other side: a prefetch
+    holds no register, so it adds DRAM requests in flight without fewer resident warps or more instructions than
+    one a step (the row's other arms are the neighbouring warps' own rows, which they prefetch). Its loads go through
+    `__ldg`, else nvcc drops their read-only path beside the inline PTX; the hint and its bound cost 10-30 instructions
+    (6-14%) a two-plane step on star_1 f16 (docs/benchmarks/sass_ahead_s46.json)."""
     stencil = case.stencil
     if stencil.time_steps != 1:
         raise ValueError(f"{case.type}: the plane-queue design is for one application (T = 1), not {stencil.time_steps}"
                          " (render_temporal is for T > 1)")
+    if ahead and (burst or ry > 1):
+        raise ValueError("`ahead` prefetches the thread's one row a step of a rolled march: not with burst or ry")
     if burst and (alternate or stride or ry > 1):
         raise ValueError("a burst chunk is short and unrolled whole: it marches one way, one row a thread, k from kb")
     if ry > 1 and (stencil.dims != 3 or shuffle):
@@ -138,14 +148,15 @@ def render(case: Case, nv: int = 1, by: int = 8, chunk: int | None = None, vecto
                                 (f"{ry} rows a thread", ry > 1),
                                 ("the chunk unrolled whole, every row read", burst),
                                 (f"the march unrolled {unroll} {'planes' if three else 'rows'} a step", unroll != 2),
-                                (f"registers capped for {min_blocks} resident blocks an SM", min_blocks > 0)) if on]
+                                (f"registers capped for {min_blocks} resident blocks an SM", min_blocks > 0),
+                                (f"the row {ahead} {'planes' if three else 'rows'} on prefetched to the L2", ahead > 0)) if on]
     if changes:
         comment.append(f"/* Changes: {', '.join(changes)}. */")
     source = _marching_kernel(case, v, vw, chunk, comment, [], setup,
                               plane_body(case, plane_plan(case), v, vw, "        ", shuffle, ry),
                               shuffle=shuffle, l2_prefetch=l2_prefetch, alternate=alternate, split=split, stride=stride,
                               streaming=streaming, ry=ry, unroll=unroll, loop_pragma=unroll != 2, burst=burst,
-                              bounds=(32 * by, min_blocks) if min_blocks else None)
+                              bounds=(32 * by, min_blocks) if min_blocks else None, ahead=ahead)
     hypothesis = (
         f"{case.id}: {vector_bytes}-byte row loads ({v} x-points per thread) and a {2 * stencil.radius + 1}-deep register queue marching "
         f"{chunk} {'planes' if three else 'rows'} cut the load instructions per point and read each input plane once; "
@@ -218,7 +229,7 @@ def _marching_kernel(case: Case, v: int, vw: int, chunk: int, comment: list[str]
                      setup: list[str], body: list[str], unroll: int = 2, shuffle: bool = False,
                      l2_prefetch: bool = False, alternate: bool = False, split: bool = False,
                      stride: bool = False, streaming: bool = False, ry: int = 1, loop_pragma: bool = False,
-                     burst: bool = False, bounds: tuple[int, int] | None = None) -> str:
+                     burst: bool = False, bounds: tuple[int, int] | None = None, ahead: int = 0) -> str:
     """The skeleton both designs share: thread -> (V x-points, row, chunk of planes), the
     register queue of 2H+1 partial output planes (H = the halo), its store and shift; `setup`
     runs before any thread returns (it may synchronise), `body` adds plane k into the queue.
@@ -231,7 +242,8 @@ def _marching_kernel(case: Case, v: int, vw: int, chunk: int, comment: list[str]
         "#include <cuda_fp16.h>" if case.precision == "f16" else None,
         f"typedef {cuda_type(case.precision)} elem_t;",
         f"typedef {acc_type(case.precision)} acc_t;",
-        *vector_helpers(case.precision, vw, vw * case.dtype.itemsize, l2_prefetch, streaming),
+        *vector_helpers(case.precision, vw, vw * case.dtype.itemsize, l2_prefetch, streaming, ldg=bool(ahead)),
+        *(prefetch_helper() if ahead else []),
         *file_scope,
         'extern "C" __global__ void ' + (f"__launch_bounds__({bounds[0]}, {bounds[1]}) " if bounds else "")
         + 'stencil(const elem_t* __restrict__ u, const elem_t* __restrict__ a,',
@@ -273,8 +285,8 @@ def _marching_kernel(case: Case, v: int, vw: int, chunk: int, comment: list[str]
     aligned = ("(nx % V == 0) && ((((unsigned long long)u | (unsigned long long)y"
                + (" | (unsigned long long)a" if stencil.variable_coefficient else "") + f") & {vw * case.dtype.itemsize - 1}) == 0);")
     lines += ["    if (kb >= ke) return;", f"    const bool {'vec_ok' if split else 'vec'} = {aligned}"]
-    march = _march(case, v, vw, unroll, body, alternate, pragma_on_loop=split or stride or loop_pragma, stride=stride, ry=ry,
-                   burst=burst)
+    march = _march(case, v, vw, unroll, prefetch_ahead(case, ahead, alternate) + body, alternate,
+                   pragma_on_loop=split or stride or loop_pragma, stride=stride, ry=ry, burst=burst)
     if split:  # each loop sees `vec` as a constant, so nvcc emits only its own path
         march = [f"    {line}" if line.strip() and not line.startswith("#") else line for line in march]
         lines += ["    if (vec_ok) {", "        constexpr bool vec = true;", *march,

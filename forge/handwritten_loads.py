@@ -35,10 +35,12 @@ def _hinted_load(vtype: str) -> list[str]:
 
 
 def vector_helpers(precision: str, vw: int, vector_bytes: int, l2_prefetch: bool = False,
-                   streaming: bool = False) -> list[str]:
+                   streaming: bool = False, ldg: bool = False) -> list[str]:
     """`streaming`: the vector store as `__stcs` (PTX `st.global.cs`, evict first), so the output
     lines leave the L2 first and the inputs that neighbouring blocks and chunks read again stay (the
-    CPU emulation, which has no __CUDA_ARCH__, stores plainly)."""
+    CPU emulation, which has no __CUDA_ARCH__, stores plainly). `ldg`: every load through `__ldg`, which the
+    kernels of `render(ahead=)` need: beside the prefetch's inline PTX nvcc no longer proves the inputs read-only and
+    emits plain `LDG.E` where the others have `LDG.E.CONSTANT` (benchmarks/sass_count.py, session 46)."""
     vtype = VECTOR_TYPE[precision, vector_bytes]
     if precision == "f16":
         load = [
@@ -70,6 +72,12 @@ def vector_helpers(precision: str, vw: int, vector_bytes: int, l2_prefetch: bool
         scalar = ["#define LOAD(p, k) ((acc_t)(p)[k])", "#define STORE(v) ((elem_t)(v))"]
     if l2_prefetch:
         load[0] = f"    const {vtype} v = load_hinted(reinterpret_cast<const {vtype}*>(p));"
+    if ldg:
+        if l2_prefetch:
+            raise ValueError("the L2::256B load is its own inline PTX: not through __ldg")
+        load[0] = (load[0].replace(f"*reinterpret_cast<const {vtype}*>(p)", f"__ldg(reinterpret_cast<const {vtype}*>(p))")
+                   .replace("(acc_t)*p", "(acc_t)__ldg(p)"))
+        scalar[0] = scalar[0].replace("(p)[k]", "__ldg((p) + (k))")
     if streaming:
         store[-1] = f"    STORE_VECTOR(reinterpret_cast<{vtype}*>(p), v);"
     return [
@@ -83,6 +91,35 @@ def vector_helpers(precision: str, vw: int, vector_bytes: int, l2_prefetch: bool
         "__device__ __forceinline__ void store_vector(elem_t* p, const acc_t* in)",
         "{", *store, "}",
     ]
+
+
+def prefetch_helper() -> list[str]:
+    """`prefetch_l2`: a hint with no register to wait on (the CPU emulation of tests/forge, which has no __CUDA_ARCH__,
+    defines EMULATED_PREFETCH to check the address; nvcc's host pass sees an empty body)."""
+    return [
+        "__device__ __forceinline__ void prefetch_l2(const void* p)",
+        "{",
+        "#if defined(__CUDA_ARCH__)",
+        '    asm volatile("prefetch.global.L2 [%0];" :: "l"(p));',
+        "#elif defined(EMULATED_PREFETCH)",
+        "    EMULATED_PREFETCH(p);",
+        "#else",
+        "    (void)p;",
+        "#endif",
+        "}",
+    ]
+
+
+def prefetch_ahead(case, ahead: int, alternate: bool) -> list[str]:
+    """The first lines of a march step for `render(ahead=)`: the thread's own row (and its `a` row for varcoef)
+    `ahead` planes on, in the direction of the march, where that plane is still the chunk's (`base` is this
+    plane's row; the loop counts n when odd chunks march down, k otherwise)."""
+    if not ahead:
+        return []
+    within, step = ("n + D < ke - kb + 2 * R", "(long)dir * D * sk") if alternate else ("k + D < ke + R", "D * sk")
+    arrays = ["u", "a"] if case.stencil.variable_coefficient else ["u"]
+    return [f"        constexpr int D = {ahead};  /* planes (2D: rows) ahead */",
+            f"        if ({within}) {{ " + " ".join(f"prefetch_l2({x} + base + {step});" for x in arrays) + " }"]
 
 
 def row_load(row: str, offset: str, lo: int, hi: int, pad: int, pad_name: str, v: int, vw: int, indent: str,

@@ -62,6 +62,24 @@ inline __half2 __halves2half2(__half a, __half b) { return __half2{a, b}; }
 inline float __low2float(__half2 h) { return (float)h.x; }
 inline unsigned short __half_as_ushort(__half h) { unsigned short s; __builtin_memcpy(&s, &h, 2); return s; }
 inline float __high2float(__half2 h) { return (float)h.y; }
+template <class T> inline T __ldg(const T* p) { return *p; }
+/* An L2 prefetch (render's `ahead`) is a hint on the GPU; here it counts an address outside the input arrays. */
+static const char* prefetch_spans[2][2];
+static long stray_prefetches;
+inline void emulated_prefetch(const void* p)
+{
+    const char* c = static_cast<const char*>(p);
+    for (auto& span : prefetch_spans) if (span[0] && c >= span[0] && c < span[1]) return;
+    ++stray_prefetches;
+}
+#define EMULATED_PREFETCH(p) emulated_prefetch(p)
+extern "C" void emulated_spans(const void* u, const void* a, long bytes)
+{
+    prefetch_spans[0][0] = static_cast<const char*>(u); prefetch_spans[0][1] = prefetch_spans[0][0] + bytes;
+    prefetch_spans[1][0] = static_cast<const char*>(a); prefetch_spans[1][1] = a ? prefetch_spans[1][0] + bytes : nullptr;
+    stray_prefetches = 0;
+}
+extern "C" long emulated_strays() { return stray_prefetches; }
 """
 
 # The threaded mode's differences: one threadIdx per thread, the barrier, and what the pipeline uses.
@@ -128,7 +146,6 @@ template <class P> inline P* cluster_map(P* p, unsigned rank)
 {
     return reinterpret_cast<P*>(cluster_shared.at(rank) + (reinterpret_cast<char*>(const_cast<std::remove_const_t<P>*>(p)) - fiber->shared));
 }
-template <class T> inline T __ldg(const T* p) { return *p; }
 /* Warp shuffles: a warp is 32 consecutive threads of the block (x fastest); every lane writes its
    value to the warp's slots, the warp meets, each reads its source lane (its own past the edge of
    its `width`-lane segment, as on the GPU), and the warp meets again before the slots are reused. */
@@ -328,12 +345,17 @@ def emulate(case: Case, source: str, launch: dict, inputs: dict[str, np.ndarray]
     dims = tuple(int(v) for v in cluster.groups()) if cluster else (1, 1, 1)
     if any(g % c for g, c in zip(grid, dims)):
         raise AssertionError(f"grid {grid} is no whole number of clusters {dims}: the launch would fail on the GPU")
-    status = build(source).emulate(*[ctypes.c_int(v) for v in (*grid, *block)], pointer("u"), pointer("a"), pointer("y"),
+    library = build(source)
+    library.emulated_spans(pointer("u"), pointer("a"), ctypes.c_long(case.points * case.dtype.itemsize))
+    library.emulated_strays.restype = ctypes.c_long
+    status = library.emulate(*[ctypes.c_int(v) for v in (*grid, *block)], pointer("u"), pointer("a"), pointer("y"),
                                    coef.ctypes.data_as(ctypes.POINTER(ctypes.c_double)), ctypes.c_int(nz), ctypes.c_int(ny),
                                    ctypes.c_int(nx), *([ctypes.c_int(launch.get("shared_bytes", 0)), *map(ctypes.c_int, dims)]
                                                        if fibers else []))
     if fibers and status != 0:
         raise AssertionError("the kernel's threads deadlocked at a barrier (the emulation says where)")
+    if library.emulated_strays():
+        raise AssertionError(f"the kernel prefetched {library.emulated_strays()} addresses outside its input arrays")
 
     full, view = arrays["y"]
     unwritten = full.view(_bits(full)) == UNWRITTEN[full.itemsize]

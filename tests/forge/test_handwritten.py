@@ -247,3 +247,28 @@ def test_a_register_cap_changes_only_the_kernel_declaration(by, min_blocks):
         f"registers capped for {min_blocks} resident blocks an SM. */"]
     for misalign in (False, True):
         assert judged(case, capped, launch, misalign) <= TOLERANCE[case.precision], misalign
+
+
+@pytest.mark.parametrize("case_id, alternate, stride", [("star_1/11x9x45/f16", True, True), ("star_1/11x9x45/f16", False, False),
+                                                        ("varcoef_star_1/13x7x40/f16", True, False),
+                                                        ("box2d_1/37x45/f32", False, True)])
+def test_a_prefetch_ahead_adds_only_the_hint_and_stays_in_the_chunk(case_id, alternate, stride):
+    """Session 46's `ahead`: the march's each step gains only the prefetch of its row `ahead` planes on (and the helper
+    and a comment line; the launch as without it), and the kernel is still correct on extents that are not multiples of
+    the chunk or the tile, marching up and down."""
+    case = parse_case(case_id)
+    plain, launch, _ = render(case, by=4, chunk=4, split=True, stride=stride, alternate=alternate)
+    ahead, ahead_launch, _ = render(case, by=4, chunk=4, split=True, stride=stride, alternate=alternate, ahead=2)
+    assert ahead_launch == launch and "prefetch_l2" not in plain
+    added = [line.strip() for line in ahead.splitlines() if line not in plain.splitlines()]
+    hints = sorted({line for line in added if line.startswith("if (") and "prefetch_l2(" in line})
+    assert len(hints) == 1 and ahead.count(hints[0]) == 2  # once in each of the split loops
+    assert hints[0].count("prefetch_l2(") == (2 if case.stencil.variable_coefficient else 1)
+    assert ("n + D <" if alternate else "k + D <") in hints[0]
+    for misalign in (False, True):
+        assert judged(case, ahead, launch, misalign) <= TOLERANCE[case.precision], misalign
+
+
+def test_a_prefetch_ahead_is_not_for_a_burst():
+    with pytest.raises(ValueError, match="ahead"):
+        render(parse_case("star_1/11x9x45/f16"), chunk=4, split=True, burst=True, ahead=2)
