@@ -115,7 +115,10 @@ def render(case: Case, nv: int = 1, by: int = 8, chunk: int | None = None, vecto
     holds no register, so it adds DRAM requests in flight without fewer resident warps or more instructions than
     one a step (the row's other arms are the neighbouring warps' own rows, which they prefetch). Its loads go through
     `__ldg`, else nvcc drops their read-only path beside the inline PTX; the hint and its bound cost 10-30 instructions
-    (6-14%) a two-plane step on star_1 f16 (docs/benchmarks/sass_ahead_s46.json)."""
+    (6-14%) a two-plane step on star_1 f16 (docs/benchmarks/sass_ahead_s46.json). Refuted on the H100 and kept so its
+    evidence reproduces: 2 planes ahead ran at 0.93-1.06x of the same kernel without, 8 planes at 0.79-1.02x, and no
+    prefetching kernel beat a case's fastest one (star_1 and box_1 at 512^3 f16 and 256^3 f32;
+    docs/benchmarks/handwritten_ahead_h100_s46.json)."""
     stencil = case.stencil
     if stencil.time_steps != 1:
         raise ValueError(f"{case.type}: the plane-queue design is for one application (T = 1), not {stencil.time_steps}"
