@@ -41,7 +41,7 @@ using std::min; using std::max; using std::abs;
 #define __shared__ static
 inline void __syncthreads() {}
 struct dim3 { unsigned x, y, z; };
-static dim3 blockIdx, threadIdx, blockDim;
+static dim3 blockIdx, threadIdx, blockDim, gridDim;
 #define __global__
 #define __launch_bounds__(...)
 #define __device__
@@ -197,6 +197,7 @@ extern "C" int emulate(int gx, int gy, int gz, int bx, int by, int bz, const voi
 {
     constexpr std::size_t STACK = 256 * 1024;
     blockDim = dim3{(unsigned)bx, (unsigned)by, (unsigned)bz};
+    gridDim = dim3{(unsigned)gx, (unsigned)gy, (unsigned)gz};
     kernel_u = u; kernel_a = a; kernel_y = y; kernel_coef = coef; kernel_nz = nz; kernel_ny = ny; kernel_nx = nx;
     const int count = bx * by * bz, block_warps = (count + 31) / 32, blocks = cx * cy * cz;
     const int threads = count * blocks, warps = block_warps * blocks;
@@ -273,6 +274,7 @@ extern "C" void emulate(int gx, int gy, int gz, int bx, int by, int bz, const vo
                         const double* coef, int nz, int ny, int nx)
 {
     blockDim = dim3{(unsigned)bx, (unsigned)by, (unsigned)bz};
+    gridDim = dim3{(unsigned)gx, (unsigned)gy, (unsigned)gz};
     for (int k = 0; k < gz; ++k) for (int j = 0; j < gy; ++j) for (int i = 0; i < gx; ++i)
         for (int pass = 0; pass < PASSES; ++pass)
         for (int tz = 0; tz < bz; ++tz) for (int ty = 0; ty < by; ++ty) for (int tx = 0; tx < bx; ++tx) {

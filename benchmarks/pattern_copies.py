@@ -1,0 +1,117 @@
+#!/usr/bin/env python
+"""How fast a plain copy runs when it walks memory as the plane-queue kernels do: the ceiling of their access pattern.
+
+Session 44's Nsight Compute put star_1/512^3 f16's admitted kernel at 73% of DRAM's peak against the copy's 86% while
+it read only 1.06-1.07x the copy's bytes, and two ideas that add loads in flight (a register cap, session 45; an L2
+prefetch planes ahead, session 46) made it slower. All of its kernels, the straightforward one too, end within 3% of
+each other on the H100 (docs/benchmarks/handwritten_ahead_h100_s46.json). So this times copies (u to y, no stencil) in
+the same ABI and passes as the case's kernels:
+
+* `flat`: the harness's 16-byte grid-stride copy, as a kernel timed like the candidates (median of L2-flushed
+  launches, where the copy ceiling each row is divided by is the fastest launch of it or cudaMemcpy);
+* `march BXxBY lL`: each thread copies its 16 bytes of a row plane after plane along z (2D: row after row along y),
+  L planes a block, blocks of BX x BY threads: rows16's walk (32 x 8, its default chunk) and its neighbours.
+
+If the marching copies reach the flat copy, the walk is not what holds the kernels back; if they stop where the
+kernels do, a faster kernel needs another walk, and the fastest marching copy says which. Stencil kernels beside them:
+rows16 as first gated and the case's admitted kernel (`--admitted`).
+
+    source scripts/device_env.sh && python3 benchmarks/pattern_copies.py --cases star_1/512x512x512/f16 \\
+        --admitted /tmp/prev.jsonl --out $OUT/pattern_copies.json
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from forge.handwritten import VECTOR_BYTES, default_chunk  # noqa: E402
+from handwritten_sweep import sweep_case, sweep_main, with_admitted  # noqa: E402
+from measurement.harness.cases import Case, parse_case  # noqa: E402
+from measurement.harness.codegen import cuda_type  # noqa: E402
+
+HEADER = {"f16": ["#include <cuda_fp16.h>"], "f32": [], "f64": []}
+FLAT_BLOCKS = 132 * 8  # eight 256-thread blocks an H100 or H200 SM
+SIGNATURE = ('extern "C" __global__ void stencil(const elem_t* __restrict__ u, const elem_t* __restrict__ a, '
+             'elem_t* __restrict__ y, const double* __restrict__ coef, int nz, int ny, int nx)')
+
+
+def flat_copy(case: Case) -> tuple[str, dict]:
+    """The 16-byte grid-stride copy of the whole array (the harness's copy kernel, in the candidates' ABI): about
+    FLAT_BLOCKS blocks of 256 threads, their grid laid over the case's outer extent."""
+    source = "\n".join([
+        *HEADER[case.precision], f"typedef {cuda_type(case.precision)} elem_t;", SIGNATURE, "{",
+        f"    const long count = (long)nz * ny * nx * sizeof(elem_t) / {VECTOR_BYTES};",
+        "    const long block = blockIdx.x + (long)gridDim.x * (blockIdx.y + (long)gridDim.y * blockIdx.z);",
+        "    const long threads = (long)gridDim.x * gridDim.y * gridDim.z * blockDim.x;",
+        "    const uint4* from = reinterpret_cast<const uint4*>(u);",
+        "    uint4* to = reinterpret_cast<uint4*>(y);",
+        "    for (long i = block * blockDim.x + threadIdx.x; i < count; i += threads)",
+        "        to[i] = __ldg(from + i);",
+        "}", ""])
+    outer = case.shape[0]  # nz in 3D, ny in 2D: one block per FLAT_BLOCKS-th of it, at least one row (plane) a block
+    step = max(1, outer // FLAT_BLOCKS)
+    tile = [case.shape[-1], case.shape[1], step] if case.stencil.dims == 3 else [case.shape[-1], step, 1]
+    return source, {"block": [256, 1, 1], "tile": tile}
+
+
+def march_copy(case: Case, bx: int, by: int, chunk: int) -> tuple[str, dict]:
+    """Each thread's 16 bytes of a row, plane after plane (2D: row after row), `chunk` of them a block."""
+    v = VECTOR_BYTES // case.dtype.itemsize
+    three = case.stencil.dims == 3
+    source = "\n".join([
+        *HEADER[case.precision], f"typedef {cuda_type(case.precision)} elem_t;", SIGNATURE, "{",
+        f"    constexpr int V = {v}, L = {chunk};",
+        "    const int x0 = (blockIdx.x * blockDim.x + threadIdx.x) * V;",
+        *(["    const int j = blockIdx.y * blockDim.y + threadIdx.y;", "    const long sk = (long)nx * ny;",
+           "    const int kb = blockIdx.z * L, ke = min(kb + L, nz);", "    if (x0 >= nx || j >= ny) return;",
+           "    long base = (long)kb * sk + (long)j * nx + x0;"] if three else
+          ["    const long sk = nx;",
+           "    const int kb = (blockIdx.y * blockDim.y + threadIdx.y) * L, ke = min(kb + L, ny);",
+           "    if (x0 >= nx) return;", "    long base = (long)kb * sk + x0;"]),
+        "#pragma unroll 2",
+        "    for (int k = kb; k < ke; ++k, base += sk)",
+        "        *reinterpret_cast<uint4*>(y + base) = __ldg(reinterpret_cast<const uint4*>(u + base));",
+        "}", ""])
+    tile = [bx * v, by, chunk] if three else [bx * v, by * chunk, 1]
+    return source, {"block": [bx, by, 1], "tile": tile}
+
+
+def copies(case: Case) -> list[tuple[str, tuple[str, dict]]]:
+    """`flat`, then the marching copies: rows16's walk (32 x 8 threads, its default chunk), 4-row blocks, blocks as wide
+    as a row where one fits (64 x 4, 128 x 2), each at the default chunk and twice it."""
+    chunk = default_chunk(case, 1)
+    row_threads = case.shape[-1] * case.dtype.itemsize // VECTOR_BYTES
+    shapes = [(32, 8), (32, 4)] + [(bx, 256 // bx) for bx in (64, 128) if bx <= row_threads]
+    made = [("flat", flat_copy(case))]
+    for bx, by in shapes:
+        for length in (chunk, 2 * chunk):
+            made.append((f"march {bx}x{by} l{length}", march_copy(case, bx, by, length)))
+    return made
+
+
+def sweep_pattern(backend, case_id: str, passes: int, launches: int, admitted=None) -> tuple[dict, str]:
+    """rows16 (as first gated) and the admitted kernel, checked against the straightforward kernel, and the copies on
+    their own buffers (a copy is not a stencil: no check), all timed in the same interleaved passes."""
+    from measurement.backends.base import Kernel, Variant
+    from measurement.harness.oracle import make_inputs
+
+    case = parse_case(case_id)
+    buffers = backend.allocate(case, make_inputs(case, 2))
+    coef = backend.coefficients(case.coefficients())
+    extra = [(name, backend.prepare(case, Variant(name, Kernel(source, launch), "candidate")), buffers, coef, 1)
+             for name, (source, launch) in copies(case)]
+    rows16 = [("rows16", {"nv": 1, "chunk": default_chunk(case, 1), "by": 8})]
+    row = sweep_case(backend, case_id, passes, launches, with_admitted(rows16, admitted), extra=extra)
+    marching = [name for name in row["variants"] if name.startswith("march")]
+    fastest = min(marching, key=lambda name: row["variants"][name]["median_ms"])
+    percent = {name: row["variants"][name]["percent_of_copy"] for name in ("flat", fastest, row["best"]) if name}
+    summary = (f"best kernel {row['best']} {percent.get(row['best'])}% of copy; flat copy {percent['flat']}%, fastest "
+               f"marching copy {fastest} {percent[fastest]}%")
+    return row, summary
+
+
+if __name__ == "__main__":
+    raise SystemExit(sweep_main(__doc__.splitlines()[0], "comma-separated case ids (T = 1 types)", sweep_pattern,
+                                {"pattern": sweep_pattern}))
