@@ -10,10 +10,14 @@ the same ABI and passes as the case's kernels:
 * `flat`: the harness's 16-byte grid-stride copy, as a kernel timed like the candidates (median of L2-flushed
   launches, where the copy ceiling each row is divided by is the fastest launch of it or cudaMemcpy);
 * `march BXxBY lL`: each thread copies its 16 bytes of a row plane after plane along z (2D: row after row along y),
-  L planes a block, blocks of BX x BY threads: rows16's walk (32 x 8, its default chunk) and its neighbours.
+  L planes a block, blocks of BX x BY threads: rows16's walk (32 x 8, its default chunk) and its neighbours;
+* `rows3 ...` and `rows3+halo ...` (3D): the same walk storing the row XORed with the rows above and below, and with
+  the neighbouring 16 bytes left and right too: star_1's in-plane reads without its arithmetic or its queue.
 
 If the marching copies reach the flat copy, the walk is not what holds the kernels back; if they stop where the
-kernels do, a faster kernel needs another walk, and the fastest marching copy says which. Stencil kernels beside them:
+kernels do, a faster kernel needs another walk, and the fastest marching copy says which. The first H100 run
+(docs/benchmarks/pattern_copies_h100_s46.json) put every marching copy at 91-97% of the copy ceiling, the kernels at
+80-88%: so `rows3+halo` was added, to tell star_1's in-plane reads from the rest of the kernels' work. Stencil kernels beside them:
 rows16 as first gated and the case's admitted kernel (`--admitted`).
 
     source scripts/device_env.sh && python3 benchmarks/pattern_copies.py --cases star_1/512x512x512/f16 \\
@@ -56,10 +60,21 @@ def flat_copy(case: Case) -> tuple[str, dict]:
     return source, {"block": [256, 1, 1], "tile": tile}
 
 
-def march_copy(case: Case, bx: int, by: int, chunk: int) -> tuple[str, dict]:
-    """Each thread's 16 bytes of a row, plane after plane (2D: row after row), `chunk` of them a block."""
+def march_copy(case: Case, bx: int, by: int, chunk: int, reads: str = "own") -> tuple[str, dict]:
+    """Each thread's 16 bytes of a row, plane after plane (2D: row after row), `chunk` of them a block. `reads` (3D):
+    "own" copies the row; "rows3" stores it XORed with the rows above and below (clamped at the grid's edge), the
+    in-plane reads of star_1 without its arithmetic; "rows3+halo" also with the neighbouring 16 bytes left and right,
+    the whole of star_1's in-plane reads (its z arms come from registers)."""
     v = VECTOR_BYTES // case.dtype.itemsize
     three = case.stencil.dims == 3
+    if reads != "own" and not three:
+        raise ValueError("the neighbouring rows of a 2D march are its previous and next steps: 3D only")
+    others = {"own": [], "rows3": ["up", "down"], "rows3+halo": ["up", "down", "left", "right"]}[reads]
+    load = "__ldg(reinterpret_cast<const uint4*>(u + base{}))"
+    body = [f"        uint4 s = {load.format('')};",
+            *[f"        {{ const uint4 t = {load.format(' + ' + name)}; s.x ^= t.x; s.y ^= t.y; s.z ^= t.z; s.w ^= t.w; }}"
+              for name in others],
+            "        *reinterpret_cast<uint4*>(y + base) = s;"]
     source = "\n".join([
         *HEADER[case.precision], f"typedef {cuda_type(case.precision)} elem_t;", SIGNATURE, "{",
         f"    constexpr int V = {v}, L = {chunk};",
@@ -70,9 +85,12 @@ def march_copy(case: Case, bx: int, by: int, chunk: int) -> tuple[str, dict]:
           ["    const long sk = nx;",
            "    const int kb = (blockIdx.y * blockDim.y + threadIdx.y) * L, ke = min(kb + L, ny);",
            "    if (x0 >= nx) return;", "    long base = (long)kb * sk + x0;"]),
+        *(["    const long up = j > 0 ? -(long)nx : 0, down = j + 1 < ny ? (long)nx : 0;",
+           "    const long left = x0 >= V ? -V : 0, right = x0 + V < nx ? V : 0;"] if others else []),
         "#pragma unroll 2",
-        "    for (int k = kb; k < ke; ++k, base += sk)",
-        "        *reinterpret_cast<uint4*>(y + base) = __ldg(reinterpret_cast<const uint4*>(u + base));",
+        "    for (int k = kb; k < ke; ++k, base += sk) {",
+        *body,
+        "    }",
         "}", ""])
     tile = [bx * v, by, chunk] if three else [bx * v, by * chunk, 1]
     return source, {"block": [bx, by, 1], "tile": tile}
@@ -88,6 +106,9 @@ def copies(case: Case) -> list[tuple[str, tuple[str, dict]]]:
     for bx, by in shapes:
         for length in (chunk, 2 * chunk):
             made.append((f"march {bx}x{by} l{length}", march_copy(case, bx, by, length)))
+    if case.stencil.dims == 3:  # star_1's in-plane reads on rows16's and short4's walks
+        made += [(f"{reads} {bx}x{by} l{chunk}", march_copy(case, bx, by, chunk, reads))
+                 for reads in ("rows3", "rows3+halo") for bx, by in ((32, 8), (32, 4))]
     return made
 
 
@@ -104,11 +125,12 @@ def sweep_pattern(backend, case_id: str, passes: int, launches: int, admitted=No
              for name, (source, launch) in copies(case)]
     rows16 = [("rows16", {"nv": 1, "chunk": default_chunk(case, 1), "by": 8})]
     row = sweep_case(backend, case_id, passes, launches, with_admitted(rows16, admitted), extra=extra)
-    marching = [name for name in row["variants"] if name.startswith("march")]
-    fastest = min(marching, key=lambda name: row["variants"][name]["median_ms"])
-    percent = {name: row["variants"][name]["percent_of_copy"] for name in ("flat", fastest, row["best"]) if name}
-    summary = (f"best kernel {row['best']} {percent.get(row['best'])}% of copy; flat copy {percent['flat']}%, fastest "
-               f"marching copy {fastest} {percent[fastest]}%")
+    def fastest(prefix: str) -> str:
+        named = [name for name in row["variants"] if name.startswith(prefix + " ")]
+        return min(named, key=lambda name: row["variants"][name]["median_ms"], default="")
+
+    shown = [name for name in (row["best"], "flat", fastest("march"), fastest("rows3+halo")) if name]
+    summary = ", ".join(f"{name} {row['variants'][name]['percent_of_copy']}%" for name in shown) + " of copy"
     return row, summary
 
 
