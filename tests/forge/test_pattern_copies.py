@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from measurement.harness.cases import parse_case
+from measurement.harness.codegen import cuda_launch_geometry
 from measurement.harness.oracle import make_inputs
 
 from .cuda_emulation import emulate
@@ -55,6 +56,16 @@ def expected(case, u: np.ndarray, name: str) -> np.ndarray:
         right = np.where(starts + v < case.shape[-1], lanes + v, lanes)
         value ^= plain[..., left] ^ plain[..., right]
     return value
+
+
+@pytest.mark.parametrize("case_id", ["star_1/64x1024x1024/f16", "star_1/256x256x256/f32", "star_1/512x512x512/f16",
+                                     "star2d_1/16384x16384/f16", "box2d_1/128x8388608/f16"])
+def test_the_flat_copy_has_blocks_for_every_streaming_multiprocessor(case_id):
+    """Its first H100 run gave it a block a plane: 64 blocks at 64x1024x1024, and 32% of the copy ceiling there."""
+    case = parse_case(case_id)
+    grid, block, _ = cuda_launch_geometry(case, pattern_copies.flat_copy(case)[1])
+    assert pattern_copies.FLAT_BLOCKS <= grid[0] * grid[1] * grid[2] <= 2 * pattern_copies.FLAT_BLOCKS
+    assert block == (256, 1, 1)
 
 
 def test_the_neighbour_reads_are_walked_in_3d_only():
