@@ -12,7 +12,10 @@ the same ABI and passes as the case's kernels:
 * `march BXxBY lL`: each thread copies its 16 bytes of a row plane after plane along z (2D: row after row along y),
   L planes a block, blocks of BX x BY threads: rows16's walk (32 x 8, its default chunk) and its neighbours;
 * `rows3 ...` and `rows3+halo ...` (3D): the same walk storing the row XORed with the rows above and below, and with
-  the neighbouring 16 bytes left and right too: star_1's in-plane reads without its arithmetic or its queue.
+  the neighbouring 16 bytes left and right too: star_1's in-plane reads without its arithmetic or its queue;
+* `chunk hH[+alternate] ...` (3D): rows16's walk reading each chunk's H planes beyond either end too, as the kernels'
+  z arms do (h0 the same loop without them), odd chunks marching down with `+alternate`: what the chunks' halo planes
+  cost (session 44's Nsight Compute: star_1/512^3 f16's admitted kernel read 1.07x the copy's DRAM bytes).
 
 If the marching copies reach the flat copy, the walk is not what holds the kernels back; if they stop where the
 kernels do, a faster kernel needs another walk, and the fastest marching copy says which. The first H100 run
@@ -98,6 +101,37 @@ def march_copy(case: Case, bx: int, by: int, chunk: int, reads: str = "own") -> 
     return source, {"block": [bx, by, 1], "tile": tile}
 
 
+def chunk_walk(case: Case, chunk: int, halo: int, alternate: bool) -> tuple[str, dict]:
+    """rows16's walk (32 x 8 threads, 3D) reading each chunk's `halo` planes beyond either end as the kernels do (their
+    z arms), and with `alternate` marching odd chunks down (the kernels' `alternate`); only the chunk's own planes are
+    stored. The halo planes are XORed into a sink stored only if all its bits are set, which the inputs (no NaN, and
+    the copies' test) never make, so that the compiler keeps their loads."""
+    v = VECTOR_BYTES // case.dtype.itemsize
+    source = "\n".join([
+        *HEADER[case.precision], f"typedef {cuda_type(case.precision)} elem_t;", SIGNATURE, "{",
+        f"    constexpr int V = {v}, L = {chunk}, H = {halo};",
+        "    const int x0 = (blockIdx.x * blockDim.x + threadIdx.x) * V;",
+        "    const int j = blockIdx.y * blockDim.y + threadIdx.y;",
+        "    if (x0 >= nx || j >= ny) return;",
+        "    const long sk = (long)nx * ny, row = (long)j * nx + x0;",
+        "    const int kb = blockIdx.z * L, ke = min(kb + L, nz);",
+        f"    const int dir = {'(blockIdx.z & 1) ? -1 : 1' if alternate else '1'};",
+        "    const int first = dir > 0 ? kb - H : ke + H - 1;",
+        "    uint4 sink = {0u, 0u, 0u, 0u};",
+        "#pragma unroll 2",
+        "    for (int n = 0; n < ke - kb + 2 * H; ++n) {",
+        "        const int k = first + dir * n;",
+        "        if (k < 0 || k >= nz) continue;",
+        "        const long base = (long)k * sk + row;",
+        "        const uint4 s = __ldg(reinterpret_cast<const uint4*>(u + base));",
+        "        if (k >= kb && k < ke) *reinterpret_cast<uint4*>(y + base) = s;",
+        "        else { sink.x ^= s.x; sink.y ^= s.y; sink.z ^= s.z; sink.w ^= s.w; }",
+        "    }",
+        "    if ((sink.x & sink.y & sink.z & sink.w) == 0xFFFFFFFFu) *reinterpret_cast<uint4*>(y + row) = sink;",
+        "}", ""])
+    return source, {"block": [32, 8, 1], "tile": [32 * v, 8, chunk]}
+
+
 def copies(case: Case) -> list[tuple[str, tuple[str, dict]]]:
     """`flat`, then the marching copies: rows16's walk (32 x 8 threads, its default chunk), 4-row blocks, blocks as wide
     as a row where one fits (64 x 4, 128 x 2), each at the default chunk and twice it."""
@@ -108,9 +142,11 @@ def copies(case: Case) -> list[tuple[str, tuple[str, dict]]]:
     for bx, by in shapes:
         for length in (chunk, 2 * chunk):
             made.append((f"march {bx}x{by} l{length}", march_copy(case, bx, by, length)))
-    if case.stencil.dims == 3:  # star_1's in-plane reads on rows16's and short4's walks
+    if case.stencil.dims == 3:  # star_1's in-plane reads on rows16's and short4's walks, then the chunks' z halo
         made += [(f"{reads} {bx}x{by} l{chunk}", march_copy(case, bx, by, chunk, reads))
                  for reads in ("rows3", "rows3+halo") for bx, by in ((32, 8), (32, 4))]
+        made += [(f"chunk h{halo}{'+alternate' if down else ''} 32x8 l{chunk}", chunk_walk(case, chunk, halo, down))
+                 for halo, down in ((0, False), (1, False), (1, True), (2, True))]
     return made
 
 
