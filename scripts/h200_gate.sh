@@ -29,6 +29,7 @@ SUBJECTS=${2:?usage: scripts/h200_gate.sh TAG SUBJECTS EDGES [ROUNDS]}
 EDGES=${3:?usage: scripts/h200_gate.sh TAG SUBJECTS EDGES [ROUNDS]}
 ROUNDS=${4:-1}
 END=${GATE_END:-600}
+[[ "$END" =~ ^[0-9]+$ ]] && [ "$END" -ge 300 ] && [ "$END" -le 600 ] || { echo "GATE_END=$END: 300 to 600 s (the deadlines count from 0; a call runs 600 s at most)" >&2; exit 2; }
 R=${OUT:?the device tool sets OUT}/r
 mkdir -p "$R"
 source scripts/h200_common.sh
