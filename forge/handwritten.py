@@ -112,8 +112,8 @@ def render(case: Case, nv: int = 1, by: int = 8, chunk: int | None = None, vecto
     `ahead` (session 46): each step of the march first prefetches the thread's own row `ahead` planes (2D: rows) on
     into the L2 (PTX `prefetch.global.L2`), so that DRAM has that plane's reads in flight while this one is summed and
     its loads, when they come, are L2 hits. Aimed at the same gap as `min_blocks`, from the other side: a prefetch
-    holds no register, so it adds DRAM requests in flight without fewer resident warps or more instructions than
-    one a step (the row's other arms are the neighbouring warps' own rows, which they prefetch). Its loads go through
+    holds no register, so it adds DRAM requests in flight at the same occupancy (the row's other arms are the
+    neighbouring warps' own rows, which they prefetch). Its loads go through
     `__ldg`, else nvcc drops their read-only path beside the inline PTX; the hint and its bound cost 10-30 instructions
     (6-14%) a two-plane step on star_1 f16 (docs/benchmarks/sass_ahead_s46.json). Refuted on the H100 and kept so its
     evidence reproduces: 2 planes ahead ran at 0.93-1.06x of the same kernel without, 8 planes at 0.79-1.02x, and no
