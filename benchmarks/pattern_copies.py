@@ -3,7 +3,7 @@
 
 Session 44's Nsight Compute put star_1/512^3 f16's admitted kernel at 73% of DRAM's peak against the copy's 86% while
 it read only 1.06-1.07x the copy's bytes, and two ideas that add loads in flight (a register cap, session 45; an L2
-prefetch planes ahead, session 46) made it slower. All of its kernels, the straightforward one too, end within 3% of
+prefetch planes ahead, session 46) made it slower. Its lean kernels and the straightforward one all end within 3% of
 each other on the H100 (docs/benchmarks/handwritten_ahead_h100_s46.json). So this times copies (u to y, no stencil) in
 the same ABI and passes as the case's kernels:
 
@@ -20,8 +20,9 @@ the same ABI and passes as the case's kernels:
 If the marching copies reach the flat copy, the walk is not what holds the kernels back; if they stop where the
 kernels do, a faster kernel needs another walk, and the fastest marching copy says which. The first H100 run
 (docs/benchmarks/pattern_copies_h100_s46.json) put every marching copy at 91-97% of the copy ceiling, the kernels at
-80-88%: so `rows3+halo` was added, to tell star_1's in-plane reads from the rest of the kernels' work. Stencil kernels beside them:
-rows16 as first gated and the case's admitted kernel (`--admitted`).
+80-88%, so `rows3+halo` and the chunk walks were added; with them (pattern_chunks_h100_s46.json) star_1's reads alone
+come to about 89-94% of copy and its admitted kernels run 2.5-9.2 points below that (docs/gpu.md, session 46).
+Stencil kernels beside the copies: rows16 as first gated and the case's admitted kernel (`--admitted`).
 
     source scripts/device_env.sh && python3 benchmarks/pattern_copies.py --cases star_1/512x512x512/f16 \\
         --admitted /tmp/prev.jsonl --out $OUT/pattern_copies.json
