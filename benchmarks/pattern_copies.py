@@ -15,7 +15,9 @@ the same ABI and passes as the case's kernels:
   the neighbouring 16 bytes left and right too: star_1's in-plane reads without its arithmetic or its queue;
 * `chunk hH[+alternate] ...` (3D): rows16's walk reading each chunk's H planes beyond either end too, as the kernels'
   z arms do (h0 the same loop without them), odd chunks marching down with `+alternate`: what the chunks' halo planes
-  cost (session 44's Nsight Compute: star_1/512^3 f16's admitted kernel read 1.07x the copy's DRAM bytes).
+  cost (session 44's Nsight Compute: star_1/512^3 f16's admitted kernel read 1.07x the copy's DRAM bytes);
+* `... N blocks an SM` (3D): rows16's walk, plain and with star_1's in-plane reads, with unused shared memory reserved
+  so that only N blocks of 8 warps fit an SM: the copy at the kernels' occupancy (rows16 f16: 4, 50%).
 
 If the marching copies reach the flat copy, the walk is not what holds the kernels back; if they stop where the
 kernels do, a faster kernel needs another walk, and the fastest marching copy says which. The first H100 run
@@ -40,6 +42,9 @@ from measurement.harness.cases import Case, parse_case  # noqa: E402
 from measurement.harness.codegen import cuda_type  # noqa: E402
 
 HEADER = {"f16": ["#include <cuda_fp16.h>"], "f32": [], "f64": []}
+# (blocks an SM, KiB of unused dynamic shared memory a block that leaves no room for more on an H100 or H200: 228 KiB
+# an SM, 1 KiB reserved a block): 4 blocks of 8 warps, rows16's theoretical 50% on star_1 f16 (52 registers), and 3 (37.5%)
+OCCUPANCY = ((4, 48), (3, 64))
 FLAT_BLOCKS = 132 * 8  # eight 256-thread blocks an H100 or H200 SM
 SIGNATURE = ('extern "C" __global__ void stencil(const elem_t* __restrict__ u, const elem_t* __restrict__ a, '
              'elem_t* __restrict__ y, const double* __restrict__ coef, int nz, int ny, int nx)')
@@ -135,7 +140,8 @@ def chunk_walk(case: Case, chunk: int, halo: int, alternate: bool) -> tuple[str,
 
 def copies(case: Case) -> list[tuple[str, tuple[str, dict]]]:
     """`flat`, then the marching copies: rows16's walk (32 x 8 threads, its default chunk), 4-row blocks, blocks as wide
-    as a row where one fits (64 x 4, 128 x 2), each at the default chunk and twice it."""
+    as a row where one fits (64 x 4, 128 x 2), each at the default chunk and twice it; in 3D then star_1's in-plane
+    reads, the chunk walks and rows16's walk at the kernels' occupancy."""
     chunk = default_chunk(case, 1)
     row_threads = case.shape[-1] * case.dtype.itemsize // VECTOR_BYTES
     shapes = [(32, 8), (32, 4)] + [(bx, 256 // bx) for bx in (64, 128) if bx <= row_threads]
@@ -148,6 +154,10 @@ def copies(case: Case) -> list[tuple[str, tuple[str, dict]]]:
                  for reads in ("rows3", "rows3+halo") for bx, by in ((32, 8), (32, 4))]
         made += [(f"chunk h{halo}{'+alternate' if down else ''} 32x8 l{chunk}", chunk_walk(case, chunk, halo, down))
                  for halo, down in ((0, False), (1, False), (1, True), (2, True))]
+        for reads in ("own", "rows3+halo"):  # at the kernels' occupancy: 4 blocks of 8 warps an SM is rows16 f16's 50%
+            source, launch = march_copy(case, 32, 8, chunk, reads)
+            made += [(f"{'march' if reads == 'own' else reads} 32x8 l{chunk} {blocks} blocks an SM",
+                      (source, {**launch, "shared_bytes": kib * 1024})) for blocks, kib in OCCUPANCY]
     return made
 
 

@@ -69,8 +69,12 @@ def test_the_flat_copy_has_blocks_for_every_streaming_multiprocessor(case_id):
 
 
 def test_the_neighbour_reads_are_walked_in_3d_only():
-    assert sum(name.startswith("rows3") for name, _ in pattern_copies.copies(parse_case("star_1/12x6x64/f16"))) == 4
+    assert sum(name.startswith("rows3") and "blocks" not in name
+               for name, _ in pattern_copies.copies(parse_case("star_1/12x6x64/f16"))) == 4
     assert sum(name.startswith("chunk") for name, _ in pattern_copies.copies(parse_case("star_1/12x6x64/f16"))) == 4
+    limited = [(name, launch) for name, (_, launch) in pattern_copies.copies(parse_case("star_1/12x6x64/f16"))
+               if "blocks an SM" in name]
+    assert [launch["shared_bytes"] // 1024 for _, launch in limited] == [48, 64, 48, 64]
     assert not any(name.startswith(("rows3", "chunk")) for name, _ in pattern_copies.copies(parse_case("box2d_1/40x64/f32")))
     with pytest.raises(ValueError, match="3D only"):
         pattern_copies.march_copy(parse_case("box2d_1/40x64/f32"), 32, 8, 4, "rows3")
