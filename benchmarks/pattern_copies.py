@@ -50,19 +50,23 @@ SIGNATURE = ('extern "C" __global__ void stencil(const elem_t* __restrict__ u, c
              'elem_t* __restrict__ y, const double* __restrict__ coef, int nz, int ny, int nx)')
 
 
+def _kernel(case: Case, body: list[str]) -> str:
+    """A copy kernel in the candidates' ABI: `body` between the signature's braces."""
+    return "\n".join([*HEADER[case.precision], f"typedef {cuda_type(case.precision)} elem_t;", SIGNATURE, "{", *body,
+                      "}", ""])
+
+
 def flat_copy(case: Case) -> tuple[str, dict]:
     """The 16-byte grid-stride copy of the whole array (the harness's copy kernel, in the candidates' ABI): about
     FLAT_BLOCKS blocks of 256 threads or more, their grid laid over the case's rows."""
-    source = "\n".join([
-        *HEADER[case.precision], f"typedef {cuda_type(case.precision)} elem_t;", SIGNATURE, "{",
+    source = _kernel(case, [
         f"    const long count = (long)nz * ny * nx * sizeof(elem_t) / {VECTOR_BYTES};",
         "    const long block = blockIdx.x + (long)gridDim.x * (blockIdx.y + (long)gridDim.y * blockIdx.z);",
         "    const long threads = (long)gridDim.x * gridDim.y * gridDim.z * blockDim.x;",
         "    const uint4* from = reinterpret_cast<const uint4*>(u);",
         "    uint4* to = reinterpret_cast<uint4*>(y);",
         "    for (long i = block * blockDim.x + threadIdx.x; i < count; i += threads)",
-        "        to[i] = __ldg(from + i);",
-        "}", ""])
+        "        to[i] = __ldg(from + i);"])
     # the first run took a plane a block: 64 blocks at 64x1024x1024 and 31.8% of copy there (s46's second JSON)
     nx, ny, rows = case.shape[-1], case.shape[-2], case.points // case.shape[-1]
     height = min(ny, max(1, rows // FLAT_BLOCKS))  # rows a block, then x split where there are too few rows
@@ -86,8 +90,7 @@ def march_copy(case: Case, bx: int, by: int, chunk: int, reads: str = "own") -> 
             *[f"        {{ const uint4 t = {load.format(' + ' + name)}; s.x ^= t.x; s.y ^= t.y; s.z ^= t.z; s.w ^= t.w; }}"
               for name in others],
             "        *reinterpret_cast<uint4*>(y + base) = s;"]
-    source = "\n".join([
-        *HEADER[case.precision], f"typedef {cuda_type(case.precision)} elem_t;", SIGNATURE, "{",
+    source = _kernel(case, [
         f"    constexpr int V = {v}, L = {chunk};",
         "    const int x0 = (blockIdx.x * blockDim.x + threadIdx.x) * V;",
         *(["    const int j = blockIdx.y * blockDim.y + threadIdx.y;", "    const long sk = (long)nx * ny;",
@@ -101,8 +104,7 @@ def march_copy(case: Case, bx: int, by: int, chunk: int, reads: str = "own") -> 
         "#pragma unroll 2",
         "    for (int k = kb; k < ke; ++k, base += sk) {",
         *body,
-        "    }",
-        "}", ""])
+        "    }"])
     tile = [bx * v, by, chunk] if three else [bx * v, by * chunk, 1]
     return source, {"block": [bx, by, 1], "tile": tile}
 
@@ -113,8 +115,7 @@ def chunk_walk(case: Case, chunk: int, halo: int, alternate: bool) -> tuple[str,
     stored. The halo planes are XORed into a sink stored only if all its bits are set, which the inputs (no NaN, and
     the copies' test) never make, so that the compiler keeps their loads."""
     v = VECTOR_BYTES // case.dtype.itemsize
-    source = "\n".join([
-        *HEADER[case.precision], f"typedef {cuda_type(case.precision)} elem_t;", SIGNATURE, "{",
+    source = _kernel(case, [
         f"    constexpr int V = {v}, L = {chunk}, H = {halo};",
         "    const int x0 = (blockIdx.x * blockDim.x + threadIdx.x) * V;",
         "    const int j = blockIdx.y * blockDim.y + threadIdx.y;",
@@ -133,8 +134,7 @@ def chunk_walk(case: Case, chunk: int, halo: int, alternate: bool) -> tuple[str,
         "        if (k >= kb && k < ke) *reinterpret_cast<uint4*>(y + base) = s;",
         "        else { sink.x ^= s.x; sink.y ^= s.y; sink.z ^= s.z; sink.w ^= s.w; }",
         "    }",
-        "    if ((sink.x & sink.y & sink.z & sink.w) == 0xFFFFFFFFu) *reinterpret_cast<uint4*>(y + row) = sink;",
-        "}", ""])
+        "    if ((sink.x & sink.y & sink.z & sink.w) == 0xFFFFFFFFu) *reinterpret_cast<uint4*>(y + row) = sink;"])
     return source, {"block": [32, 8, 1], "tile": [32 * v, 8, chunk]}
 
 
@@ -174,13 +174,15 @@ def sweep_pattern(backend, case_id: str, passes: int, launches: int, admitted=No
              for name, (source, launch) in copies(case)]
     rows16 = [("rows16", {"nv": 1, "chunk": default_chunk(case, 1), "by": 8})]
     row = sweep_case(backend, case_id, passes, launches, with_admitted(rows16, admitted), extra=extra)
-    def fastest(prefix: str) -> str:
-        named = [name for name in row["variants"] if name.startswith(prefix + " ")]
-        return min(named, key=lambda name: row["variants"][name]["median_ms"], default="")
-
-    shown = [name for name in (row["best"], "flat", fastest("march"), fastest("rows3+halo")) if name]
+    shown = [name for name in (row["best"], "flat", _fastest(row, "march"), _fastest(row, "rows3+halo")) if name]
     summary = ", ".join(f"{name} {row['variants'][name]['percent_of_copy']}%" for name in shown) + " of copy"
     return row, summary
+
+
+def _fastest(row: dict, prefix: str) -> str:
+    """The fastest of a sweep row's variants named `prefix ...`, or "" where there is none (2D: no rows3+halo)."""
+    named = [name for name in row["variants"] if name.startswith(prefix + " ")]
+    return min(named, key=lambda name: row["variants"][name]["median_ms"], default="")
 
 
 if __name__ == "__main__":

@@ -351,13 +351,13 @@ def emulate(case: Case, source: str, launch: dict, inputs: dict[str, np.ndarray]
     library.emulated_spans(pointer("u"), pointer("a"), ctypes.c_long(case.points * case.dtype.itemsize))
     library.emulated_strays.restype = ctypes.c_long
     status = library.emulate(*[ctypes.c_int(v) for v in (*grid, *block)], pointer("u"), pointer("a"), pointer("y"),
-                                   coef.ctypes.data_as(ctypes.POINTER(ctypes.c_double)), ctypes.c_int(nz), ctypes.c_int(ny),
-                                   ctypes.c_int(nx), *([ctypes.c_int(launch.get("shared_bytes", 0)), *map(ctypes.c_int, dims)]
-                                                       if fibers else []))
+                             coef.ctypes.data_as(ctypes.POINTER(ctypes.c_double)), ctypes.c_int(nz), ctypes.c_int(ny),
+                             ctypes.c_int(nx), *([ctypes.c_int(launch.get("shared_bytes", 0)), *map(ctypes.c_int, dims)]
+                                                 if fibers else []))
     if fibers and status != 0:
         raise AssertionError("the kernel's threads deadlocked at a barrier (the emulation says where)")
-    if library.emulated_strays():
-        raise AssertionError(f"the kernel prefetched {library.emulated_strays()} addresses outside its input arrays")
+    if strays := library.emulated_strays():
+        raise AssertionError(f"the kernel prefetched {strays} addresses outside its input arrays")
 
     full, view = arrays["y"]
     unwritten = full.view(_bits(full)) == UNWRITTEN[full.itemsize]
