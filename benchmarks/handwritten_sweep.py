@@ -23,7 +23,8 @@ output stores) on each lean kernel; `--family rows` its `ry` (several rows a thr
 `--family narrow` one double a lane (f64) the same way; `--family pull` the producer warp without the queue;
 `--family burst` session 41's `burst` (a short chunk unrolled whole) beside every Halide schedule too;
 `--family bounds` session 45's `min_blocks` (registers capped for more resident warps) on rows16's and short4's lean kernels;
-`--family ahead` session 46's `ahead` (each step prefetches its row planes ahead into the L2) on every lean kernel.
+`--family ahead` session 46's `ahead` (each step prefetches its row planes ahead into the L2) on every lean kernel;
+`--family pipelined` session 47's `pipelined` (the next plane's vectors loaded a step ahead) on every lean kernel.
 The variants of each family are built in benchmarks/sweep_variants.py.
 
 On the device machine (docs/gpu.md):
@@ -47,7 +48,7 @@ sys.path.insert(0, str(ROOT))
 from forge.handwritten import VECTOR_BYTES, default_chunk, render  # noqa: E402
 from measurement.harness.cases import parse_case  # noqa: E402
 from sweep_variants import (ahead_variants, bounds_variants, burst_variants, change_variants, lean_variants, narrow_variants,  # noqa: E402
-                            rows_variants, stream_variants, tall_variants, unroll_variants, variants)
+                            pipelined_variants, rows_variants, stream_variants, tall_variants, unroll_variants, variants)
 
 # Worse than this relative difference from the straightforward kernel: not timed (f16 is
 # compared after both round to half, so it gets the half-precision spacing).
@@ -279,6 +280,7 @@ def main() -> int:
                        "tall": lambda *a, **k: sweep_changes(*a, made=tall_variants, **k),
                        "bounds": lambda *a, **k: sweep_changes(*a, made=bounds_variants, **k),
                        "ahead": lambda *a, **k: sweep_changes(*a, made=ahead_variants, **k), "bulk": sweep_bulk,
+                       "pipelined": lambda *a, **k: sweep_changes(*a, made=pipelined_variants, **k),
                        "producer": sweep_producer, "unroll": sweep_beside_halide,
                        "narrow": lambda *a, **k: sweep_beside_halide(*a, made=narrow_variants, **k), "pull": sweep_pull,
                        "burst": lambda *a, **k: sweep_beside_halide(*a, made=burst_variants, **k)})

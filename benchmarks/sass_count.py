@@ -13,7 +13,8 @@ are there; here `pip install nvidia-cuda-nvdisasm` gives nvdisasm, `--nvdisasm` 
 
 `--family bounds` counts the variants of handwritten_sweep.py's `--family bounds` instead (session 45's `min_blocks`:
 what the register cap costs in spills and instructions before the sweep times it), `--family ahead` those of its
-`--family ahead` (session 46's L2 prefetch: what it costs a plane).
+`--family ahead` (session 46's L2 prefetch: what it costs a plane), `--family pipelined` those of its `--family pipelined`
+(session 47's loads a plane ahead: the registers and instructions of the raw vectors).
 """
 from __future__ import annotations
 
@@ -32,11 +33,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from forge.handwritten import render  # noqa: E402
 from measurement.harness.cases import parse_case  # noqa: E402
 from measurement.harness.codegen_f16 import straightforward_cuda_f16, vectorised  # noqa: E402
-from sweep_variants import ahead_variants, bounds_variants  # noqa: E402
+from sweep_variants import ahead_variants, bounds_variants, pipelined_variants  # noqa: E402
 
 KERNELS = {"rows16": {"by": 8}, "short4": {"by": 4}, "rows8": {"by": 8, "vector_bytes": 8}}
 CHANGES = {"": {}, "+split": {"split": True}, "+split+stride": {"split": True, "stride": True}}
-FAMILIES = {"bounds": bounds_variants, "ahead": ahead_variants}
+FAMILIES = {"bounds": bounds_variants, "ahead": ahead_variants, "pipelined": pipelined_variants}
 
 
 def loops(disassembly: str) -> list[dict]:

@@ -53,14 +53,15 @@ def stream_variants(case) -> list[tuple[str, dict]]:
 def lean_family(case, kernels: list[tuple[str, dict]], parameter: str, values: tuple[int, ...]) -> list[tuple[str, dict]]:
     """rows16 as gated, then each of `kernels` with `split` and `stride` (marching down too where
     forge/candidates.py `marching_down` offers it) at each of `values` of `parameter`, labelled
-    `+PARAMETERVALUE` where it is not the first value (the kernel's own)."""
+    `+PARAMETERVALUE` (`+PARAMETER` for True) where it is not the first value (the kernel's own)."""
     chunk = default_chunk(case, 1)
     base = {"nv": 1, "chunk": chunk, "split": True, "stride": True}
     marches = [("", {})] + ([("+alternate", {"alternate": True})] if marching_down(case, chunk) else [])
     made = [("rows16", {"nv": 1, "chunk": chunk, "by": 8})]
     for (name, kernel), (march, down) in [(k, m) for m in marches for k in kernels]:
         for value in values:
-            label = f"{name}{march}+lean{f'+{parameter}{value}' if value != values[0] else ''}"
+            suffix = "" if value == values[0] else f"+{parameter}" if value is True else f"+{parameter}{value}"
+            label = f"{name}{march}+lean{suffix}"
             made.append((label, {**base, **kernel, **down, parameter: value}))
     return made
 
@@ -134,3 +135,15 @@ def ahead_variants(case) -> list[tuple[str, dict]]:
     the gap session 44's Nsight Compute found on star_1/512^3 f16 (45-48% of warps resident, DRAM at 73% against the
     copy's 86% at 1.06x its bytes) and the register cap of session 45 could not close."""
     return lean_family(case, marching_kernels(case), "ahead", (0, 2, 4, 8))
+
+
+def pipelined_variants(case) -> list[tuple[str, dict]]:
+    """Each `lean` kernel (rows16, short4, rows8 where offered; marching down too where offered) with and without its next
+    plane's row vectors loaded a step ahead (session 47's `pipelined`), and rows16's and short4's pipelined kernels also
+    with their registers capped for 4 blocks of 8 warps an SM: the raw vectors cost star_1/512^3 f16's rows16 16 registers
+    (68, 3 blocks an SM), and session 46's pattern copies lost 8-19 points of copy at 3 blocks (nvcc fits 64 with no
+    spills there, at 12% more instructions a two-plane step)."""
+    made = lean_family(case, marching_kernels(case), "pipelined", (False, True))
+    capped = [(label + "+mb", {**params, "min_blocks": 32 // params["by"]}) for label, params in made
+              if params.get("pipelined") and params.get("vector_bytes", 16) == 16]
+    return made + capped

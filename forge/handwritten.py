@@ -35,6 +35,7 @@ from measurement.harness.codegen import acc_type, composed_star1_polynomials, cu
 
 from .handwritten_bodies import plane_body, plane_plan, temporal_body
 from .handwritten_loads import prefetch_ahead, prefetch_helper, vector_helpers
+from .handwritten_pipelined import convert_helper, pipelined_march
 
 VECTOR_BYTES = 16
 THREADS_WANTED = 1 << 17  # about the H200's resident threads at ~64 registers (132 SMs x 1024)
@@ -53,7 +54,7 @@ def default_chunk(case: Case, nv: int) -> int:
 def render(case: Case, nv: int = 1, by: int = 8, chunk: int | None = None, vector_bytes: int = VECTOR_BYTES,
            shuffle: bool = False, l2_prefetch: bool = False, alternate: bool = False, split: bool = False,
            stride: bool = False, streaming: bool = False, ry: int = 1, unroll: int = 2,
-           burst: bool = False, min_blocks: int = 0, ahead: int = 0) -> tuple[str, dict, str]:
+           burst: bool = False, min_blocks: int = 0, ahead: int = 0, pipelined: bool = False) -> tuple[str, dict, str]:
     """`shuffle`, `l2_prefetch` and `alternate` are the changes of session 28 (docs/forge.md), each
     off renders the gated sources byte for byte. `alternate`: odd chunks march down z (y in 2D), so
     two neighbouring chunks read the planes at their shared boundary at about the same time, both
@@ -118,8 +119,13 @@ def render(case: Case, nv: int = 1, by: int = 8, chunk: int | None = None, vecto
     (6-14%) a two-plane step on star_1 f16 (docs/benchmarks/sass_ahead_s46.json). Refuted on the H100 and kept so its
     evidence reproduces: 2 planes ahead ran at 0.93-1.06x of the same kernel without, 8 planes at 0.79-1.02x, and no
     prefetching kernel beat a case's fastest one (star_1 and box_1 at 512^3 f16 and 256^3 f32;
-    docs/benchmarks/handwritten_ahead_h100_s46.json)."""
+    docs/benchmarks/handwritten_ahead_h100_s46.json).
+
+    `pipelined` (session 47, lean kernels only): the vector path loads plane n + 1's rows raw into registers before it
+    converts, sums and stores plane n (forge/handwritten_pipelined.py says why)."""
     stencil = case.stencil
+    if pipelined and (not (split and stride) or burst or ry > 1 or shuffle or ahead or l2_prefetch or streaming):
+        raise ValueError("`pipelined` is a lean kernel's vector path (split and stride) with plain loads and stores, one row a thread")
     if stencil.time_steps != 1:
         raise ValueError(f"{case.type}: the plane-queue design is for one application (T = 1), not {stencil.time_steps}"
                          " (render_temporal is for T > 1)")
@@ -152,14 +158,16 @@ def render(case: Case, nv: int = 1, by: int = 8, chunk: int | None = None, vecto
                                 ("the chunk unrolled whole, every row read", burst),
                                 (f"the march unrolled {unroll} {'planes' if three else 'rows'} a step", unroll != 2),
                                 (f"registers capped for {min_blocks} resident blocks an SM", min_blocks > 0),
-                                (f"the row {ahead} {'planes' if three else 'rows'} on prefetched to the L2", ahead > 0)) if on]
+                                (f"the row {ahead} {'planes' if three else 'rows'} on prefetched to the L2", ahead > 0),
+                                (f"the next {'plane' if three else 'row'}'s vectors loaded a step ahead", pipelined)) if on]
     if changes:
         comment.append(f"/* Changes: {', '.join(changes)}. */")
     source = _marching_kernel(case, v, vw, chunk, comment, [], setup,
                               plane_body(case, plane_plan(case), v, vw, "        ", shuffle, ry),
                               shuffle=shuffle, l2_prefetch=l2_prefetch, alternate=alternate, split=split, stride=stride,
                               streaming=streaming, ry=ry, unroll=unroll, loop_pragma=unroll != 2, burst=burst,
-                              bounds=(32 * by, min_blocks) if min_blocks else None, ahead=ahead)
+                              bounds=(32 * by, min_blocks) if min_blocks else None, ahead=ahead,
+                              pipelined=(plane_plan(case), vector_bytes) if pipelined else None)
     hypothesis = (
         f"{case.id}: {vector_bytes}-byte row loads ({v} x-points per thread) and a {2 * stencil.radius + 1}-deep register queue marching "
         f"{chunk} {'planes' if three else 'rows'} cut the load instructions per point and read each input plane once; "
@@ -232,7 +240,8 @@ def _marching_kernel(case: Case, v: int, vw: int, chunk: int, comment: list[str]
                      setup: list[str], body: list[str], unroll: int = 2, shuffle: bool = False,
                      l2_prefetch: bool = False, alternate: bool = False, split: bool = False,
                      stride: bool = False, streaming: bool = False, ry: int = 1, loop_pragma: bool = False,
-                     burst: bool = False, bounds: tuple[int, int] | None = None, ahead: int = 0) -> str:
+                     burst: bool = False, bounds: tuple[int, int] | None = None, ahead: int = 0,
+                     pipelined: tuple[dict, int] | None = None) -> str:
     """The skeleton both designs share: thread -> (V x-points, row, chunk of planes), the
     register queue of 2H+1 partial output planes (H = the halo), its store and shift; `setup`
     runs before any thread returns (it may synchronise), `body` adds plane k into the queue.
@@ -247,6 +256,7 @@ def _marching_kernel(case: Case, v: int, vw: int, chunk: int, comment: list[str]
         f"typedef {acc_type(case.precision)} acc_t;",
         *vector_helpers(case.precision, vw, vw * case.dtype.itemsize, l2_prefetch, streaming, ldg=bool(ahead)),
         *(prefetch_helper() if ahead else []),
+        *(convert_helper(case.precision, vw, pipelined[1]) if pipelined else []),
         *file_scope,
         'extern "C" __global__ void ' + (f"__launch_bounds__({bounds[0]}, {bounds[1]}) " if bounds else "")
         + 'stencil(const elem_t* __restrict__ u, const elem_t* __restrict__ a,',
@@ -291,8 +301,11 @@ def _marching_kernel(case: Case, v: int, vw: int, chunk: int, comment: list[str]
     march = _march(case, v, vw, unroll, prefetch_ahead(case, ahead, alternate) + body, alternate,
                    pragma_on_loop=split or stride or loop_pragma, stride=stride, ry=ry, burst=burst)
     if split:  # each loop sees `vec` as a constant, so nvcc emits only its own path
-        march = [f"    {line}" if line.strip() and not line.startswith("#") else line for line in march]
-        lines += ["    if (vec_ok) {", "        constexpr bool vec = true;", *march,
+        fast = pipelined_march(case, pipelined[0], v, vw, pipelined[1], unroll, alternate,
+                               _store(case, v, vw, "            ")) if pipelined else march
+        fast, march = ([f"    {line}" if line.strip() and not line.startswith("#") else line for line in lines_]
+                       for lines_ in (fast, march))
+        lines += ["    if (vec_ok) {", "        constexpr bool vec = true;", *fast,
                   "    } else {", "        constexpr bool vec = false;", *march, "    }"]
     else:
         lines += march

@@ -46,15 +46,26 @@ def plane_body(case: Case, plan: dict, v: int, vw: int, indent: str, shuffle: bo
     r = case.stencil.radius
     out: list[str] = []
     for dy in sorted(rows):
-        lo, hi = min(min(rows[dy]), 0), max(max(rows[dy]), 0)
-        if -lo > vw or hi > vw:
-            raise ValueError(f"{case.type}: an x halo of {max(-lo, hi)} exceeds a {vw}-lane vector")
+        lo, hi = row_span(case, rows, dy, vw)
         row = f"r{name(dy)}"
         offset = f"base + ({dy}L) * nx" if case.stencil.dims == 3 and dy else "base"
         if ry > 1 and dy:
             offset = f"base + (long)(min(max(j + ({dy}), 0), ny - 1) - j) * nx"
         out += [f"{indent}acc_t {row}[V + 2 * R];", *row_load(row, offset, lo, hi, r, "R", v, vw, indent, shuffle)]
-    out += ["#pragma unroll", f"{indent}for (int i = 0; i < V; ++i) {{"]
+    return out + plane_sums(plan, r, indent, ry)
+
+
+def row_span(case: Case, rows: dict[int, set[int]], dy: int, vw: int) -> tuple[int, int]:
+    """The x offsets lo <= 0 <= hi read from row dy, within the one neighbouring vector a side that a row loads."""
+    lo, hi = min(min(rows[dy]), 0), max(max(rows[dy]), 0)
+    if -lo > vw or hi > vw:
+        raise ValueError(f"{case.type}: an x halo of {max(-lo, hi)} exceeds a {vw}-lane vector")
+    return lo, hi
+
+
+def plane_sums(plan: dict, r: int, indent: str, ry: int = 1) -> list[str]:
+    """Plane k's orbit sums, from its rows r<dy>[R + i + dx], added into the queue (each of the ry rows' queues)."""
+    out = ["#pragma unroll", f"{indent}for (int i = 0; i < V; ++i) {{"]
     inner = indent + "    "
     for t in range(ry):
         suffix, queue = (f"_{t}", f"q[{t}]") if ry > 1 else ("", "q")

@@ -34,14 +34,9 @@ def _hinted_load(vtype: str) -> list[str]:
     ]
 
 
-def vector_helpers(precision: str, vw: int, vector_bytes: int, l2_prefetch: bool = False,
-                   streaming: bool = False, ldg: bool = False) -> list[str]:
-    """`streaming`: the vector store as `__stcs` (PTX `st.global.cs`, evict first), so the output
-    lines leave the L2 first and the inputs that neighbouring blocks and chunks read again stay (the
-    CPU emulation, which has no __CUDA_ARCH__, stores plainly). `ldg`: every load through `__ldg`, which the
-    kernels of `render(ahead=)` need: beside the prefetch's inline PTX nvcc no longer proves the inputs read-only and
-    emits plain `LDG.E` where the others have `LDG.E.CONSTANT` (benchmarks/sass_count.py, session 46)."""
-    vtype = VECTOR_TYPE[precision, vector_bytes]
+def vector_lines(precision: str, vw: int, vtype: str) -> tuple[list[str], list[str], list[str]]:
+    """The bodies of `load_vector` (its first line the load into `v`, the rest the conversion to `out`) and
+    `store_vector`, and the scalar LOAD / STORE macros."""
     if precision == "f16":
         load = [
             f"    const {vtype} v = *reinterpret_cast<const {vtype}*>(p);",
@@ -61,8 +56,6 @@ def vector_helpers(precision: str, vw: int, vector_bytes: int, l2_prefetch: bool
         load = ["    out[0] = (acc_t)*p;"]
         store = ["    *p = (elem_t)in[0];"]
         scalar = ["#define LOAD(p, k) ((acc_t)(p)[k])", "#define STORE(v) ((elem_t)(v))"]
-        if l2_prefetch or streaming:
-            raise ValueError("one element a lane has no vector load or store to hint")
     else:
         fields = "xyzw"[:vw]
         load = [f"    const {vtype} v = *reinterpret_cast<const {vtype}*>(p);",
@@ -70,6 +63,20 @@ def vector_helpers(precision: str, vw: int, vector_bytes: int, l2_prefetch: bool
         store = [f"    {vtype} v;", "    " + " ".join(f"v.{f} = in[{i}];" for i, f in enumerate(fields)),
                  f"    *reinterpret_cast<{vtype}*>(p) = v;"]
         scalar = ["#define LOAD(p, k) ((acc_t)(p)[k])", "#define STORE(v) ((elem_t)(v))"]
+    return load, store, scalar
+
+
+def vector_helpers(precision: str, vw: int, vector_bytes: int, l2_prefetch: bool = False,
+                   streaming: bool = False, ldg: bool = False) -> list[str]:
+    """`streaming`: the vector store as `__stcs` (PTX `st.global.cs`, evict first), so the output
+    lines leave the L2 first and the inputs that neighbouring blocks and chunks read again stay (the
+    CPU emulation, which has no __CUDA_ARCH__, stores plainly). `ldg`: every load through `__ldg`, which the
+    kernels of `render(ahead=)` need: beside the prefetch's inline PTX nvcc no longer proves the inputs read-only and
+    emits plain `LDG.E` where the others have `LDG.E.CONSTANT` (benchmarks/sass_count.py, session 46)."""
+    vtype = VECTOR_TYPE[precision, vector_bytes]
+    load, store, scalar = vector_lines(precision, vw, vtype)
+    if vw == 1 and (l2_prefetch or streaming):
+        raise ValueError("one element a lane has no vector load or store to hint")
     if l2_prefetch:
         load[0] = f"    const {vtype} v = load_hinted(reinterpret_cast<const {vtype}*>(p));"
     if ldg:

@@ -272,3 +272,37 @@ def test_a_prefetch_ahead_adds_only_the_hint_and_stays_in_the_chunk(case_id, alt
 def test_a_prefetch_ahead_is_not_for_a_burst():
     with pytest.raises(ValueError, match="ahead"):
         render(parse_case("star_1/11x9x45/f16"), chunk=4, split=True, burst=True, ahead=2)
+
+
+@pytest.mark.parametrize("case_id, changes", [("star_1/9x10x64/f32", {"alternate": True}), ("star_1/11x9x48/f16", {}),
+                                              ("box_1/9x11x64/f16", {"alternate": True, "vector_bytes": 8}),
+                                              ("star_2/11x12x64/f64", {"alternate": True}), ("star_4/13x15x64/f32", {}),
+                                              ("varcoef_star_1/10x9x24/f16", {"alternate": True}),
+                                              ("star2d_1/31x64/f16", {"alternate": True}), ("box2d_1/37x48/f32", {"by": 4})])
+def test_a_pipelined_march_is_correct_and_leaves_the_lane_path_as_it_was(case_id, changes):
+    """Session 47's `pipelined`: the vector path loads the next plane's (2D: row's) vectors a step ahead and the last
+    plane its own again; x extents a multiple of V take it, misaligned arrays the lane path, which is the lean kernel's.
+    Chunks of 3 end inside the grid and at its edge, marching up and down."""
+    case = parse_case(case_id)
+    plain, launch, _ = render(case, chunk=3, split=True, stride=True, **changes)
+    source, pipelined_launch, _ = render(case, chunk=3, split=True, stride=True, pipelined=True, **changes)
+    assert pipelined_launch == launch and "convert_vector" in source and "convert_vector" not in plain
+    lane_path = "constexpr bool vec = false;"
+    assert source[source.index(lane_path):] == plain[plain.index(lane_path):]
+    for misalign in (False, True):
+        assert judged(case, source, launch, misalign) <= TOLERANCE[case.precision], misalign
+
+
+def test_a_pipelined_march_that_loads_the_same_plane_again_is_caught():
+    case = parse_case("star_1/9x10x64/f32")
+    source, launch, _ = render(case, chunk=3, split=True, stride=True, alternate=True, pipelined=True)
+    stuck = source.replace("base + (n + 1 < count ? step : 0)", "base")
+    assert stuck != source and judged(case, stuck, launch, False) > TOLERANCE[case.precision]
+
+
+def test_a_pipelined_march_is_a_lean_kernels_vector_path_alone():
+    case = parse_case("star_1/11x9x45/f16")
+    for changes in ({}, {"split": True}, {"split": True, "stride": True, "ry": 2}, {"split": True, "stride": True, "ahead": 2},
+                    {"split": True, "burst": True}):
+        with pytest.raises(ValueError, match="pipelined"):
+            render(case, chunk=4, pipelined=True, **changes)

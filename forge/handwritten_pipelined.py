@@ -1,0 +1,89 @@
+"""The vector path of a lean plane-queue kernel (forge/handwritten.py `render(pipelined=True)`) with its loads one
+plane ahead: plane n + 1's row vectors are loaded raw into registers before plane n is converted, summed and stored,
+so that a warp has a plane's loads in flight while it works on the one before.
+
+Why (session 47): in the SASS of the admitted star_1/512^3 f16 kernel (rows16+alternate+lean, `nvcc -arch=sm_90`)
+the second plane of each unrolled pair issues its loads only after the first plane's conversions, sums and store:
+the store's branch (whole vector, or lanes at the grid's x edges) ends a basic block, and nvcc schedules no load
+above it. So each warp waits a full memory latency every plane, and only the other resident warps (50% occupancy
+at 52 registers) cover it. Session 46's pattern copies (H100) put the case's reads alone at about 90% of copy and
+its kernel 9 points below: its own per-plane work. The 2D `burst` kernels, whose loads all issue before any
+arithmetic, run above the marching copies (star2d_1/16384^2 f16 98.9% on the H100). Raw registers are the cheap
+buffer: a 16-byte row vector is 4 registers in every precision, where the converted f16 row is 8 floats.
+
+The last plane loads itself again (the address never leaves the chunk's planes) so the loop has no branch around
+its loads; the lane path (odd shapes, unaligned arrays) keeps the plain march.
+"""
+from __future__ import annotations
+
+from measurement.harness.cases import Case
+
+from .handwritten_bodies import name, plane_sums, row_span, rows_needed
+from .handwritten_loads import VECTOR_TYPE, vector_lines
+
+
+def convert_helper(precision: str, vw: int, vector_bytes: int) -> list[str]:
+    """`convert_vector`: one raw vector's VW lanes as acc_t, the conversion `load_vector` does after its load."""
+    vtype = VECTOR_TYPE[precision, vector_bytes]
+    load, _, _ = vector_lines(precision, vw, vtype)
+    conversion = load[1:] if vw > 1 else ["    out[0] = (acc_t)v;"]  # one element a lane: `load` reads it from p
+    return [f"__device__ __forceinline__ void convert_vector(const {vtype}& v, acc_t* out)", "{", *conversion, "}"]
+
+
+def pipelined_march(case: Case, plan: dict, v: int, vw: int, vector_bytes: int, unroll: int, alternate: bool,
+                    store: list[str]) -> list[str]:
+    """The queue and the march of the vector path (nv vectors a row, `store` the queue's store at `out`): plane n's
+    rows converted from the registers loaded last step, plane n + 1's loaded into them, then plane n summed."""
+    three = case.stencil.dims == 3
+    vtype = VECTOR_TYPE[case.precision, vector_bytes]
+    rows = rows_needed(plan)
+    vectors: list[tuple[str, str, int, int]] = []  # (register, row, first lane, offset of the row's vector)
+    for dy in sorted(rows):
+        lo, hi = row_span(case, rows, dy, vw)
+        starts = [s for s in range(-vw if lo else 0, v + (vw if hi else 0), vw)]
+        vectors += [(f"w{name(dy)}_{'l' if s < 0 else 'r' if s >= v else s // vw}", f"r{name(dy)}", s, dy) for s in starts]
+
+    def loads(plane: str) -> list[str]:
+        lines = []
+        for register, _, start, dy in vectors:
+            row = f" + ({dy}L) * nx" if three and dy else ""
+            lines.append(f"            {register} = *reinterpret_cast<const {vtype}*>(u + {plane}{row} + ({start}));")
+        return lines
+
+    body = []
+    for dy in sorted(rows):
+        lo, hi = row_span(case, rows, dy, vw)
+        row = f"r{name(dy)}"
+        body.append(f"        acc_t {row}[V + 2 * R];")
+        for register, of, start, _ in vectors:
+            if of != row:
+                continue
+            if 0 <= start < v:
+                body.append(f"        convert_vector({register}, &{row}[R + {start}]);")
+            else:
+                kept = [x for x in range(start, start + vw) if lo <= x <= v - 1 + hi]
+                body += [f"        {{ acc_t t[VW]; convert_vector({register}, t);",
+                         *[f"          {row}[R + ({x})] = t[{x - start}];" for x in kept], "        }"]
+    direction = (f"    const int dir = ({'blockIdx.z' if three else '(blockIdx.y * blockDim.y + threadIdx.y)'} & 1) ? -1 : 1;"
+                 if alternate else "    constexpr int dir = 1;")
+    return [
+        "    acc_t q[2 * R + 1][V];", "#pragma unroll", "    for (int s = 0; s < 2 * R + 1; ++s)", "#pragma unroll",
+        "        for (int i = 0; i < V; ++i) q[s][i] = 0;",
+        direction,
+        "    long base = (long)(dir > 0 ? kb - R : ke + R - 1) * sk + rowbase;",
+        "    const long step = dir * sk;",
+        "    const int count = ke - kb + 2 * R;",
+        f"    {vtype} {', '.join(register for register, *_ in vectors)};",
+        "    {", "        const long p = base;", *[line[4:] for line in loads("p")], "    }",
+        f"#pragma unroll {unroll}",
+        "    for (int n = 0; n < count; ++n, base += step) {",
+        *body,
+        "        {  /* plane n + 1 (the last plane: itself again) */",
+        "            const long p = base + (n + 1 < count ? step : 0);", *loads("p"), "        }",
+        *plane_sums(plan, case.stencil.radius, "        "),
+        "        if (n >= 2 * R) {", "            const long out = base - R * step;", *store, "        }",
+        "#pragma unroll", "        for (int s = 0; s < 2 * R; ++s)", "#pragma unroll",
+        "            for (int i = 0; i < V; ++i) q[s][i] = q[s + 1][i];", "#pragma unroll",
+        "        for (int i = 0; i < V; ++i) q[2 * R][i] = 0;",
+        "    }",
+    ]
