@@ -10,7 +10,7 @@ the wheel, then
         --include /usr/local/cuda/include --cases box_1/512x512x512/f16,diamond_ts8/512x512x512/f32
 
 Every campaign candidate of each case (forge/candidates.py) and the variants of the sweeps that apply (`burst`,
-`sweep_variants.burst_variants`, session 45's `bounds`, `sweep_variants.bounds_variants`, and session 46's `ahead`, `sweep_variants.ahead_variants`; `tcq`, `tensor_sweep.variants`; `pipe` with `pair` and cpipe's `signal`,
+`sweep_variants.burst_variants`, session 45's `bounds`, `sweep_variants.bounds_variants`, session 46's `ahead`, `sweep_variants.ahead_variants`, and session 47's `pipelined`, `sweep_variants.pipelined_variants`; `tcq`, `tensor_sweep.variants`; `pipe` with `pair` and cpipe's `signal`,
 `temporal_sweep`) is compiled for
 compute_90 with the harness's options; the exit status is 1 if any fails, its log printed.
 """
@@ -54,10 +54,11 @@ def sources(case_id: str) -> list[tuple[str, str]]:
 
     case = parse_case(case_id)
     made = [(subject.split(":")[0], source) for subject, _, _, source in matrix_candidates(case)]
-    if case.stencil.time_steps == 1:  # `--family burst`'s 24 shapes, `--family bounds`' capped and `--family ahead`'s prefetching lean kernels
-        swept = sweep_variants.burst_variants(case) + sweep_variants.bounds_variants(case) + sweep_variants.ahead_variants(case)
+    if case.stencil.time_steps == 1:  # `--family burst`'s 24 shapes, the capped, prefetching and pipelined lean kernels
+        swept = (sweep_variants.burst_variants(case) + sweep_variants.bounds_variants(case) + sweep_variants.ahead_variants(case)
+                 + sweep_variants.pipelined_variants(case))
         made += [(label, render_rows(case, **params)[0]) for label, params in swept
-                 if label.startswith("burst") or "+min_blocks" in label or "+ahead" in label]
+                 if label.startswith("burst") or "+min_blocks" in label or "+ahead" in label or "+pipelined" in label]
     try:
         made += [(label, tensor_sweep.render(case, **params)[0]) for label, params in tensor_sweep.variants(case)]
     except ValueError:  # not a tcq case
