@@ -76,7 +76,7 @@ def matrix_candidates(case: Case) -> list[tuple[str, dict, str, str]]:
         made.append(planes_candidate(case))
         if case.precision == "f64" and stencil.radius == 2:  # where the H200 sweep put the producer warp ahead (session 33)
             made.append(producer_candidate(case))
-    return made + marching_down(case, chunk) + lean(case, chunk) + rows_a_thread(case, chunk) + burst(case)
+    return made + marching_down(case, chunk) + lean(case, chunk) + rows_a_thread(case, chunk) + burst(case) + pipelined(case, chunk)
 
 
 def marching_down(case: Case, chunk: int) -> list[tuple[str, dict, str, str]]:
@@ -103,7 +103,7 @@ def marching_down(case: Case, chunk: int) -> list[tuple[str, dict, str, str]]:
     return made
 
 
-def lean(case: Case, chunk: int) -> list[tuple[str, dict, str, str]]:
+def lean(case: Case, chunk: int, pipelined: bool = False) -> list[tuple[str, dict, str, str]]:
     """Session 30's `split` and `stride` together (forge/handwritten.py `render`: the vector and
     per-lane paths in two loops, the plane address advanced by the stride) on rows16, short4 and
     rows8 where offered, marching up, then down where `marching_down` offers it. Aimed at the f16
@@ -120,7 +120,8 @@ def lean(case: Case, chunk: int) -> list[tuple[str, dict, str, str]]:
         for name, parameters in kernels:
             if alternate and name not in down:
                 continue
-            source, launch, _ = render(case, chunk=chunk, alternate=alternate, split=True, stride=True, **parameters)
+            source, launch, _ = render(case, chunk=chunk, alternate=alternate, split=True, stride=True, pipelined=pipelined,
+                                       **parameters)
             label = f"{name}{'+alternate' if alternate else ''}+lean"
             hypothesis = (f"{case.id}: one change from {label[:-5]}: the vector and per-lane paths in two loops (nvcc "
                           "issued both, one predicated off) and the plane address advanced by the stride, about a "
@@ -128,6 +129,28 @@ def lean(case: Case, chunk: int) -> list[tuple[str, dict, str, str]]:
                           "not DRAM, limits it (the f16 cases: scripts/f16_ncu.sh).")
             made.append((f"{label}: hand-written plane queue, vector and lane paths in two loops, strided plane address",
                          launch, hypothesis, source))
+    return made
+
+
+def pipelined(case: Case, chunk: int) -> list[tuple[str, dict, str, str]]:
+    """Session 47's `pipelined` (forge/handwritten_pipelined.py: the next plane's vectors loaded raw a step ahead) on each
+    `lean` kernel, in the same order. Offered to star_1 in 3D in f16 and f32, where the H100 sweeps put it ahead of the
+    admitted kernel: star_1/64x1024^2 f16 89.2% of copy against 86.6%, star_1/512^3 f32 90.7% against 88.5%, and level
+    (within 1%) at star_1/512^3 f16, 256^3 and 128^3 f32 (docs/benchmarks/handwritten_pipelined_h100_s47.json,
+    handwritten_pipelined_more_h100_s47.json). Elsewhere it lost to the admitted kernels or tied them: box_1/512^3 f16
+    0.98x (72 registers), star_2 f32 0.97x, star_1/512^3 f64 0.97x, box_1/64x1024^2 f32 0.97x."""
+    stencil = case.stencil
+    if (stencil.family != "star" or stencil.variable_coefficient or stencil.dims != 3 or stencil.radius != 1
+            or case.precision == "f64"):
+        return []
+    made = []
+    for label, launch, hypothesis, source in lean(case, chunk, pipelined=True):
+        name, what = label.split(":", 1)
+        hypothesis = (f"{case.id}: one change from {name}: plane n + 1's vectors are loaded into registers before plane n is "
+                      "converted, summed and stored, so each warp has a plane's loads in flight while it works (nvcc "
+                      "issues none above the store's branch otherwise); gains where the per-plane work leaves DRAM idle "
+                      "(docs/forge.md, session 47).")
+        made.append((f"{name}+pipelined:{what}, the next plane's vectors loaded a step ahead", launch, hypothesis, source))
     return made
 
 

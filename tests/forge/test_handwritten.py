@@ -74,9 +74,10 @@ def test_the_one_change_variants_offered():
     """rows8 only where the x halo fits a narrower vector and one exists (not f64, not star_4 f32);
     planes (forge/handwritten_planes.py) last of the designs for the 3D constant-coefficient stars
     (star_R), then the marching-down and lean variants of the designs before it, then several rows a
-    thread on short4's lean kernel for the f32 3D radius-1 constant-coefficient stencils alone, and last `burst` (a
+    thread on short4's lean kernel for the f32 3D radius-1 constant-coefficient stencils alone, then `burst` (a
     short chunk of planes unrolled whole) for star_2 f32 and star_1 f64, where the H200 admitted it, and for star_1 in
-    f16, for the H200's gate to decide (session 44; star_1 f32 and varcoef_star_1 f16 taken back in session 45)."""
+    f16, for the H200's gate to decide (session 44; star_1 f32 and varcoef_star_1 f16 taken back in session 45), and
+    last the lean kernels with their loads a plane ahead for star_1 in f32 and f16 (session 47)."""
     def offered(case_id):
         return [c[0].split(":")[0] for c in matrix_candidates(parse_case(case_id))]
 
@@ -85,9 +86,11 @@ def test_the_one_change_variants_offered():
     lean_down = ["rows16+alternate+lean", "short4+alternate+lean", "rows8+alternate+lean"]
     rows = ["short4+lean+ry2", "short4+lean+ry4", "short4+alternate+lean+ry2", "short4+alternate+lean+ry4"]  # session 32
     burst = ["burst16+by4+l4", "burst16+by4+l8"]
-    assert offered("star_1/512x512x512/f32") == ["rows16", "rows8", "short4", "planes", *down, *lean, *lean_down, *rows]
+    ahead = [f"{name}+pipelined" for name in lean + lean_down]
+    assert offered("star_1/512x512x512/f32") == ["rows16", "rows8", "short4", "planes", *down, *lean, *lean_down, *rows,
+                                                 *ahead]
     assert offered("star_1/512x512x512/f16") == ["rows16", "rows8", "short4", "pipe", "planes", *down, *lean, *lean_down,
-                                                 *burst]
+                                                 *burst, *ahead]
     assert offered("varcoef_star_1/512x512x512/f16") == ["rows16", "rows8", "short4", "pipe", "rows8+alternate",
                                                          "short4+alternate", "rows16+alternate", *lean, *lean_down]
     assert offered("box_1/512x512x512/f32") == ["rows16", "rows8", "short4", *down, *lean, *lean_down, *rows]
