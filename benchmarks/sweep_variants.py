@@ -139,11 +139,14 @@ def ahead_variants(case) -> list[tuple[str, dict]]:
 
 def pipelined_variants(case) -> list[tuple[str, dict]]:
     """Each `lean` kernel (rows16, short4, rows8 where offered; marching down too where offered) with and without its next
-    plane's row vectors loaded a step ahead (session 47's `pipelined`), and rows16's and short4's pipelined kernels also
-    with their registers capped for 4 blocks of 8 warps an SM: the raw vectors cost star_1/512^3 f16's rows16 16 registers
-    (68, 3 blocks an SM), and session 46's pattern copies lost 8-19 points of copy at 3 blocks (nvcc fits 64 with no
-    spills there, at 12% more instructions a two-plane step)."""
+    plane's row vectors loaded a step ahead (session 47's `pipelined`), then each pipelined kernel with its own row alone
+    ahead (`own_row`), and rows16's and short4's pipelined kernels with their registers capped for 4 blocks of 8 warps an
+    SM: the raw vectors cost star_1/512^3 f16's rows16 16 registers (68, 3 blocks an SM; 56 with `own_row`), and
+    session 46's pattern copies lost 8-19 points of copy at 3 blocks (nvcc fits 64 with no spills there, at 12% more
+    instructions a two-plane step)."""
     made = lean_family(case, marching_kernels(case), "pipelined", (False, True))
-    capped = [(label + "+mb", {**params, "min_blocks": 32 // params["by"]}) for label, params in made
-              if params.get("pipelined") and params.get("vector_bytes", 16) == 16]
-    return made + capped
+    pipelined = [(label, params) for label, params in made if params.get("pipelined")]
+    own = [(label + "+own", {**params, "own_row": True}) for label, params in pipelined]
+    capped = [(label + "+mb", {**params, "min_blocks": 32 // params["by"]}) for label, params in pipelined
+              if params.get("vector_bytes", 16) == 16]
+    return made + capped + own

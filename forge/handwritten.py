@@ -54,7 +54,8 @@ def default_chunk(case: Case, nv: int) -> int:
 def render(case: Case, nv: int = 1, by: int = 8, chunk: int | None = None, vector_bytes: int = VECTOR_BYTES,
            shuffle: bool = False, l2_prefetch: bool = False, alternate: bool = False, split: bool = False,
            stride: bool = False, streaming: bool = False, ry: int = 1, unroll: int = 2,
-           burst: bool = False, min_blocks: int = 0, ahead: int = 0, pipelined: bool = False) -> tuple[str, dict, str]:
+           burst: bool = False, min_blocks: int = 0, ahead: int = 0, pipelined: bool = False,
+           own_row: bool = False) -> tuple[str, dict, str]:
     """`shuffle`, `l2_prefetch` and `alternate` are the changes of session 28 (docs/forge.md), each
     off renders the gated sources byte for byte. `alternate`: odd chunks march down z (y in 2D), so
     two neighbouring chunks read the planes at their shared boundary at about the same time, both
@@ -111,21 +112,18 @@ def render(case: Case, nv: int = 1, by: int = 8, chunk: int | None = None, vecto
     0.52-0.99x (docs/benchmarks/handwritten_bounds_h100_s45.json).
 
     `ahead` (session 46): each step of the march first prefetches the thread's own row `ahead` planes (2D: rows) on
-    into the L2 (PTX `prefetch.global.L2`), so that DRAM has that plane's reads in flight while this one is summed and
-    its loads, when they come, are L2 hits. Aimed at the same gap as `min_blocks`, from the other side: a prefetch
-    holds no register, so it adds DRAM requests in flight at the same occupancy (the row's other arms are the
-    neighbouring warps' own rows, which they prefetch). Its loads go through
-    `__ldg`, else nvcc drops their read-only path beside the inline PTX; the hint and its bound cost 10-30 instructions
-    (6-14%) a two-plane step on star_1 f16 (docs/benchmarks/sass_ahead_s46.json). Refuted on the H100 and kept so its
-    evidence reproduces: 2 planes ahead ran at 0.93-1.06x of the same kernel without, 8 planes at 0.79-1.02x, and no
-    prefetching kernel beat a case's fastest one (star_1 and box_1 at 512^3 f16 and 256^3 f32;
-    docs/benchmarks/handwritten_ahead_h100_s46.json).
+    into the L2 (PTX `prefetch.global.L2`): more DRAM requests in flight with no register held. Its loads go through
+    `__ldg` (beside the inline PTX nvcc drops their read-only path); 10-30 more instructions a two-plane step on star_1
+    f16 (docs/benchmarks/sass_ahead_s46.json). Refuted on the H100 and kept so its evidence reproduces: 0.79-1.06x of
+    the same kernel without, and no prefetching kernel beat a case's fastest (docs/benchmarks/handwritten_ahead_h100_s46.json).
 
     `pipelined` (session 47, lean kernels only): the vector path loads plane n + 1's rows raw into registers before it
-    converts, sums and stores plane n (forge/handwritten_pipelined.py says why)."""
+    converts, sums and stores plane n (forge/handwritten_pipelined.py says why); with `own_row` only the thread's own row."""
     stencil = case.stencil
     if pipelined and (not (split and stride) or burst or ry > 1 or shuffle or ahead or l2_prefetch or streaming):
         raise ValueError("`pipelined` is a lean kernel's vector path (split and stride) with plain loads and stores, one row a thread")
+    if own_row and not pipelined:
+        raise ValueError("`own_row` is which rows `pipelined` loads ahead")
     if stencil.time_steps != 1:
         raise ValueError(f"{case.type}: the plane-queue design is for one application (T = 1), not {stencil.time_steps}"
                          " (render_temporal is for T > 1)")
@@ -159,7 +157,8 @@ def render(case: Case, nv: int = 1, by: int = 8, chunk: int | None = None, vecto
                                 (f"the march unrolled {unroll} {'planes' if three else 'rows'} a step", unroll != 2),
                                 (f"registers capped for {min_blocks} resident blocks an SM", min_blocks > 0),
                                 (f"the row {ahead} {'planes' if three else 'rows'} on prefetched to the L2", ahead > 0),
-                                (f"the next {'plane' if three else 'row'}'s vectors loaded a step ahead", pipelined)) if on]
+                                (f"the next {'plane' if three else 'row'}'s {'own-row ' if own_row else ''}vectors loaded a step ahead",
+                                 pipelined)) if on]
     if changes:
         comment.append(f"/* Changes: {', '.join(changes)}. */")
     source = _marching_kernel(case, v, vw, chunk, comment, [], setup,
@@ -167,7 +166,7 @@ def render(case: Case, nv: int = 1, by: int = 8, chunk: int | None = None, vecto
                               shuffle=shuffle, l2_prefetch=l2_prefetch, alternate=alternate, split=split, stride=stride,
                               streaming=streaming, ry=ry, unroll=unroll, loop_pragma=unroll != 2, burst=burst,
                               bounds=(32 * by, min_blocks) if min_blocks else None, ahead=ahead,
-                              pipelined=(plane_plan(case), vector_bytes) if pipelined else None)
+                              pipelined=(plane_plan(case), vector_bytes, own_row) if pipelined else None)
     hypothesis = (
         f"{case.id}: {vector_bytes}-byte row loads ({v} x-points per thread) and a {2 * stencil.radius + 1}-deep register queue marching "
         f"{chunk} {'planes' if three else 'rows'} cut the load instructions per point and read each input plane once; "
@@ -241,7 +240,7 @@ def _marching_kernel(case: Case, v: int, vw: int, chunk: int, comment: list[str]
                      l2_prefetch: bool = False, alternate: bool = False, split: bool = False,
                      stride: bool = False, streaming: bool = False, ry: int = 1, loop_pragma: bool = False,
                      burst: bool = False, bounds: tuple[int, int] | None = None, ahead: int = 0,
-                     pipelined: tuple[dict, int] | None = None) -> str:
+                     pipelined: tuple[dict, int, bool] | None = None) -> str:
     """The skeleton both designs share: thread -> (V x-points, row, chunk of planes), the
     register queue of 2H+1 partial output planes (H = the halo), its store and shift; `setup`
     runs before any thread returns (it may synchronise), `body` adds plane k into the queue.
@@ -302,7 +301,7 @@ def _marching_kernel(case: Case, v: int, vw: int, chunk: int, comment: list[str]
                    pragma_on_loop=split or stride or loop_pragma, stride=stride, ry=ry, burst=burst)
     if split:  # each loop sees `vec` as a constant, so nvcc emits only its own path
         fast = pipelined_march(case, pipelined[0], v, vw, pipelined[1], unroll, alternate,
-                               _store(case, v, vw, "            ")) if pipelined else march
+                               _store(case, v, vw, "            "), pipelined[2]) if pipelined else march
         fast, march = ([f"    {line}" if line.strip() and not line.startswith("#") else line for line in lines_]
                        for lines_ in (fast, march))
         lines += ["    if (vec_ok) {", "        constexpr bool vec = true;", *fast,

@@ -279,15 +279,18 @@ def test_a_prefetch_ahead_is_not_for_a_burst():
 
 @pytest.mark.parametrize("case_id, changes", [("star_1/9x10x64/f32", {"alternate": True}), ("star_1/11x9x48/f16", {}),
                                               ("box_1/9x11x64/f16", {"alternate": True, "vector_bytes": 8}),
+                                              ("star_1/9x10x64/f16", {"own_row": True}),
+                                              ("box_1/9x11x64/f32", {"alternate": True, "own_row": True}),
                                               ("star_2/11x12x64/f64", {"alternate": True}), ("star_4/13x15x64/f32", {}),
                                               ("varcoef_star_1/10x9x24/f16", {"alternate": True}),
                                               ("star2d_1/31x64/f16", {"alternate": True}), ("box2d_1/37x48/f32", {"by": 4})])
 def test_a_pipelined_march_is_correct_and_leaves_the_lane_path_as_it_was(case_id, changes):
     """Session 47's `pipelined`: the vector path loads the next plane's (2D: row's) vectors a step ahead and the last
     plane its own again; x extents a multiple of V take it, misaligned arrays the lane path, which is the lean kernel's.
-    Chunks of 3 end inside the grid and at its edge, marching up and down."""
+    Chunks of 3 end inside the grid and at its edge, marching up and down; with `own_row` the other rows load in
+    their own step."""
     case = parse_case(case_id)
-    plain, launch, _ = render(case, chunk=3, split=True, stride=True, **changes)
+    plain, launch, _ = render(case, chunk=3, split=True, stride=True, **{k: v for k, v in changes.items() if k != "own_row"})
     source, pipelined_launch, _ = render(case, chunk=3, split=True, stride=True, pipelined=True, **changes)
     assert pipelined_launch == launch and "convert_vector" in source and "convert_vector" not in plain
     lane_path = "constexpr bool vec = false;"
@@ -309,3 +312,5 @@ def test_a_pipelined_march_is_a_lean_kernels_vector_path_alone():
                     {"split": True, "burst": True}):
         with pytest.raises(ValueError, match="pipelined"):
             render(case, chunk=4, pipelined=True, **changes)
+    with pytest.raises(ValueError, match="pipelined"):
+        render(case, chunk=4, split=True, stride=True, own_row=True)
