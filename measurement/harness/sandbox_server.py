@@ -80,8 +80,10 @@ class Confined:
                     keep = (result_w,) + ((broker_socket.fileno(),) if broker_socket is not None else ())
                     confine(options, environment, cpu_seconds, keep, gpu)
                     target(payload, result_w, broker_socket)
-                except BaseException:
+                except BaseException as error:
                     code = 70  # confinement or the target failed before it could answer
+                    if target is _self_test:  # the probe's report says why (a harness call's answer is pickled)
+                        write_frame(result_w, json.dumps({"error": f"the probe child failed: {error!r}"[:500]}).encode())
                 finally:
                     os._exit(code)
             os.write(status_w, f"{child}\n".encode())

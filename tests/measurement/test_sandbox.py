@@ -276,6 +276,18 @@ def test_a_leaky_self_test_is_refused():
     assert len(problems) == 6 and any("DATABASE_URL" in p for p in problems) and any("eth0" in p for p in problems)
 
 
+def test_a_probe_child_that_fails_says_why():
+    """A probe that dies in its confinement reports the error, not only its exit code (CI saw 'the probe child exited
+    with 70' once, under load, and nothing more)."""
+    from measurement.harness import sandbox_server
+    from measurement.harness.framing import read_frame
+
+    child = sandbox_server.Confined({"sandboxed": False}, sandbox_server._self_test, b"{}", {}, 10, broker=False)
+    report = json.loads(read_frame(child.result, 1 << 20))  # no "limits": confinement fails before the probe runs
+    os.close(child.result)
+    assert child.finish() == 70 and report["error"] == "the probe child failed: KeyError('limits')"
+
+
 def test_application_builds_and_runs_are_confined(world, tmp_path):
     """The application gate's hands (appgate.runner): a build that includes the signing key fails
     without printing it; a run that attacks gets nothing, and its daemon dies with it."""
