@@ -91,7 +91,7 @@ def test_the_generator_still_renders_the_gated_sources():
         event = json.loads(line)
         if event["type"] == "CandidateProposed" and event["payload"]["subject"].startswith("rows16"):
             gated[event["payload"]["source_hash"]] = event["payload"]["subject"]
-    assert len(gated) == 39  # 6 of them session 31's rows16 lean variants
+    assert len(gated) == 40  # 6 of them session 31's rows16 lean variants, 1 session 47's rows16+lean+pipelined
     rendered = {hashlib.sha256(c[3].encode()).hexdigest()
                 for case in json.loads((ROOT / "fixtures" / "matrices" / "gpu.json").read_text())["cases"]
                 for c in matrix_candidates(parse_case(case)) if c[0].startswith("rows16")}
