@@ -103,16 +103,19 @@ def marching_down(case: Case, chunk: int) -> list[tuple[str, dict, str, str]]:
     return made
 
 
-def lean(case: Case, chunk: int, pipelined: bool = False) -> list[tuple[str, dict, str, str]]:
+def lean(case: Case, chunk: int, pipelined: bool = False, capped: bool = False) -> list[tuple[str, dict, str, str]]:
     """Session 30's `split` and `stride` together (forge/handwritten.py `render`: the vector and
     per-lane paths in two loops, the plane address advanced by the stride) on rows16, short4 and
     rows8 where offered, marching up, then down where `marching_down` offers it. Aimed at the f16
     cases, which the issue rate limits (scripts/f16_ncu.sh): the SASS of rows16 on star_1/512^3 f16
     has 284 instructions in its two-plane loop instead of 411, and 52 registers instead of 64
     (benchmarks/sass_count.py, docs/benchmarks/sass_f16_s30.json). Offered to every single-step
-    case: the same cut holds in f32 (191 to 135 on star_1/512^3)."""
+    case: the same cut holds in f32 (191 to 135 on star_1/512^3). `pipelined` and `capped` are for `pipelined` below
+    (`capped`: the 16-byte kernels alone, registers capped for 32 warps an SM)."""
     kernels = [("rows16", {"by": 8}), ("short4", {"by": 4})]
-    if rows8_fits(case):
+    if capped:
+        kernels = [(name, {**parameters, "min_blocks": 32 // parameters["by"]}) for name, parameters in kernels]
+    elif rows8_fits(case):
         kernels.append(("rows8", {"by": 8, "vector_bytes": 8}))
     down = [name.split("+")[0] for name, *_ in marching_down(case, chunk)]
     made = []
@@ -138,19 +141,29 @@ def pipelined(case: Case, chunk: int) -> list[tuple[str, dict, str, str]]:
     admitted kernel: star_1/64x1024^2 f16 89.2% of copy against 86.6%, star_1/512^3 f32 90.7% against 88.5%, and level
     (within 1%) at star_1/512^3 f16, 256^3 and 128^3 f32 (docs/benchmarks/handwritten_pipelined_h100_s47.json,
     handwritten_pipelined_more_h100_s47.json). Elsewhere it lost to the admitted kernels or tied them: box_1/512^3 f16
-    0.98x (72 registers), star_2 f32 0.97x, star_1/512^3 f64 0.97x, box_1/64x1024^2 f32 0.97x."""
+    0.98x (72 registers), star_2 f32 0.97x, star_1/512^3 f64 0.97x, box_1/64x1024^2 f32 0.97x. The H200 admitted three
+    (docs/gpu.md, session 47); its sweep then put the 16-byte f32 kernels with their registers capped for 4 blocks of 8
+    warps an SM (`+mb`: `__launch_bounds__(256, 4)`, under which nvcc gives them 55-56 registers instead of 38-40) ahead
+    on star_1/512^3 f32, 86.6% of copy against the admitted 83.2% (docs/benchmarks/handwritten_pipelined_h200_s47.json),
+    and behind on f16 (72.3% against 74.6% uncapped): offered in f32 after the rest."""
     stencil = case.stencil
     if (stencil.family != "star" or stencil.variable_coefficient or stencil.dims != 3 or stencil.radius != 1
             or case.precision == "f64"):
         return []
     made = []
-    for label, launch, hypothesis, source in lean(case, chunk, pipelined=True):
+    kernels = lean(case, chunk, pipelined=True) + (lean(case, chunk, pipelined=True, capped=True) if case.precision == "f32" else [])
+    for label, launch, hypothesis, source in kernels:
         name, what = label.split(":", 1)
-        hypothesis = (f"{case.id}: one change from {name}: plane n + 1's vectors are loaded into registers before plane n is "
-                      "converted, summed and stored, so each warp has a plane's loads in flight while it works (nvcc "
-                      "issues none above the store's branch otherwise); gains where the per-plane work leaves DRAM idle "
-                      "(docs/forge.md, session 47).")
-        made.append((f"{name}+pipelined:{what}, the next plane's vectors loaded a step ahead", launch, hypothesis, source))
+        name, what = f"{name}+pipelined", f"{what}, the next plane's vectors loaded a step ahead"
+        if "__launch_bounds__" in source:
+            name, what = f"{name}+mb", f"{what}, registers capped for 32 warps an SM"
+        hypothesis = (f"{case.id}: one change from {label.split(':')[0]}: plane n + 1's vectors are loaded into registers "
+                      "before plane n is converted, summed and stored, so each warp has a plane's loads in flight while it "
+                      "works (nvcc issues none above the store's branch otherwise); gains where the per-plane work leaves "
+                      "DRAM idle (docs/forge.md, session 47)"
+                      + (", with the registers nvcc takes under __launch_bounds__(256, 4), as the H200 sweep ran it "
+                         "fastest (docs/benchmarks/handwritten_pipelined_h200_s47.json)." if name.endswith("+mb") else "."))
+        made.append((f"{name}:{what}", launch, hypothesis, source))
     return made
 
 

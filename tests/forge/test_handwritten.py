@@ -77,7 +77,8 @@ def test_the_one_change_variants_offered():
     thread on short4's lean kernel for the f32 3D radius-1 constant-coefficient stencils alone, then `burst` (a
     short chunk of planes unrolled whole) for star_2 f32 and star_1 f64, where the H200 admitted it, and for star_1 in
     f16, for the H200's gate to decide (session 44; star_1 f32 and varcoef_star_1 f16 taken back in session 45), and
-    last the lean kernels with their loads a plane ahead for star_1 in f32 and f16 (session 47)."""
+    last the lean kernels with their loads a plane ahead for star_1 in f32 and f16 (session 47), in f32 then the 16-byte
+    ones with their registers capped for 32 warps an SM."""
     def offered(case_id):
         return [c[0].split(":")[0] for c in matrix_candidates(parse_case(case_id))]
 
@@ -87,8 +88,10 @@ def test_the_one_change_variants_offered():
     rows = ["short4+lean+ry2", "short4+lean+ry4", "short4+alternate+lean+ry2", "short4+alternate+lean+ry4"]  # session 32
     burst = ["burst16+by4+l4", "burst16+by4+l8"]
     ahead = [f"{name}+pipelined" for name in lean + lean_down]
+    capped = ["rows16+lean+pipelined+mb", "short4+lean+pipelined+mb", "rows16+alternate+lean+pipelined+mb",
+              "short4+alternate+lean+pipelined+mb"]
     assert offered("star_1/512x512x512/f32") == ["rows16", "rows8", "short4", "planes", *down, *lean, *lean_down, *rows,
-                                                 *ahead]
+                                                 *ahead, *capped]
     assert offered("star_1/512x512x512/f16") == ["rows16", "rows8", "short4", "pipe", "planes", *down, *lean, *lean_down,
                                                  *burst, *ahead]
     assert offered("varcoef_star_1/512x512x512/f16") == ["rows16", "rows8", "short4", "pipe", "rows8+alternate",
