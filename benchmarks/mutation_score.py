@@ -62,11 +62,13 @@ DECISION_TESTS = ["tests/measurement/test_decisions.py"]
 APP_TESTS = ["tests/appgate/test_decisions.py"]
 NAMED = [
     ("operator prior-best 2% comparison flipped", "measurement/decisions.py",
-     "timing.median > prior_median * (1 + REGRESSION_BAND)", "timing.median < prior_median * (1 + REGRESSION_BAND)",
+     "timing.median > prior.median * (1 + REGRESSION_BAND)", "timing.median < prior.median * (1 + REGRESSION_BAND)",
      DECISION_TESTS),
     ("operator prior-best rule removed", "measurement/decisions.py",
-     "if prior_median is not None and timing.median > prior_median * (1 + REGRESSION_BAND):", "if False:",
+     "if prior is not None and (timing.median > prior.median * (1 + REGRESSION_BAND)", "if False and (timing.median",
      DECISION_TESTS),
+    ("operator prior-best noise rule removed (session 47)", "measurement/decisions.py",
+     "or bootstrap_ratio_ci(timing.pass_medians, prior.pass_medians)[0] > 1.0)", "or False)", DECISION_TESTS),
     ("operator re-run downgrade band 2% -> 50%", "measurement/decisions.py",
      'ci[1] < standing * (1 - REGRESSION_BAND):\n        return "ResultDowngraded"',
      'ci[1] < standing * (1 - 0.5):\n        return "ResultDowngraded"', DECISION_TESTS),

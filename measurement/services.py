@@ -250,7 +250,7 @@ def _candidate_reasons(report: MeasurementReport, candidate: VariantReport) -> t
     return judge_candidate(
         candidate.correctness, candidate.timing,
         bound=bound.timing if bound else None, bound_label=bound_label(bound.variant.name, bound.identity) if bound else "",
-        prior_median=prior.timing.median if prior is not None and prior.timing is not None else None,
+        prior=prior.timing if prior is not None else None,
         floor_seconds=lambda: report.case.compulsory_bytes / report.copy_bandwidth, launch_overhead=report.launch_overhead)
 
 
