@@ -33,7 +33,7 @@ import math
 from measurement.harness.cases import Case
 from measurement.harness.codegen import acc_type, composed_star1_polynomials, cuda_type
 
-from .handwritten_bodies import plane_body, plane_plan, temporal_body
+from .handwritten_bodies import QUEUE_SHIFT, QUEUE_ZERO, march_direction, plane_body, plane_plan, temporal_body
 from .handwritten_loads import prefetch_ahead, prefetch_helper, vector_helpers
 from .handwritten_pipelined import convert_helper, pipelined_march
 
@@ -321,7 +321,7 @@ def _march(case: Case, v: int, vw: int, unroll: int, body: list[str], alternate:
     if alternate:
         head = ["    /* odd chunks march down: neighbouring chunks meet at their shared halo planes (the queue is",
                 "       symmetric in z, so only which plane is complete changes: k + R going down) */",
-                f"    const int dir = ({'blockIdx.z' if three else '(blockIdx.y * blockDim.y + threadIdx.y)'} & 1) ? -1 : 1;"]
+                march_direction(three)]
         if stride:
             head += ["    long base = (long)(dir > 0 ? kb - R : ke + R - 1) * sk + rowbase;", "    const long step = dir * sk;",
                      pragma, "    for (int n = 0; n < ke - kb + 2 * R; ++n, base += step) {"]
@@ -348,11 +348,7 @@ def _march(case: Case, v: int, vw: int, unroll: int, body: list[str], alternate:
             head = [pragma, "    for (int k = kb - R; k < ke + R; ++k) {", "        const long base = (long)k * sk + rowbase;"]
             out = "(long)(k - R) * sk + rowbase"
         complete = "k - R >= kb"
-    zero = ["#pragma unroll", "    for (int s = 0; s < 2 * R + 1; ++s)", "#pragma unroll",
-            "        for (int i = 0; i < V; ++i) q[s][i] = 0;"]
-    shift = ["#pragma unroll", "        for (int s = 0; s < 2 * R; ++s)", "#pragma unroll",
-             "            for (int i = 0; i < V; ++i) q[s][i] = q[s + 1][i];", "#pragma unroll",
-             "        for (int i = 0; i < V; ++i) q[2 * R][i] = 0;"]
+    zero, shift = QUEUE_ZERO, QUEUE_SHIFT
     if burst:  # the outputs held in registers and stored after the loop: no store between two rows' loads
         hold = ["#pragma unroll", "            for (int i = 0; i < V; ++i) held[n - 2 * R][i] = q[0][i];"]
         store = ["#pragma unroll", "    for (int j = 0; j < L; ++j) {", "        if (kb + j >= ke) break;",

@@ -9,6 +9,20 @@ from measurement.harness.cases import Case
 from .handwritten_loads import row_load
 
 
+# The register queue of 2R + 1 partial output planes, zeroed before the march and shifted after each plane (the
+# oldest stored): the same lines in the plain march (forge/handwritten.py) and the pipelined one.
+QUEUE_ZERO = ["#pragma unroll", "    for (int s = 0; s < 2 * R + 1; ++s)", "#pragma unroll",
+              "        for (int i = 0; i < V; ++i) q[s][i] = 0;"]
+QUEUE_SHIFT = ["#pragma unroll", "        for (int s = 0; s < 2 * R; ++s)", "#pragma unroll",
+               "            for (int i = 0; i < V; ++i) q[s][i] = q[s + 1][i];", "#pragma unroll",
+               "        for (int i = 0; i < V; ++i) q[2 * R][i] = 0;"]
+
+
+def march_direction(three: bool) -> str:
+    """`alternate`'s direction: odd chunks (3D: blocks along z; 2D: threads along y) march down."""
+    return f"    const int dir = ({'blockIdx.z' if three else '(blockIdx.y * blockDim.y + threadIdx.y)'} & 1) ? -1 : 1;"
+
+
 def plane_plan(case: Case) -> dict:
     """For each plane distance m: {class: [(dy, dx), ...]} of the in-plane offsets it weighs."""
     stencil = case.stencil

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from measurement.harness.cases import Case
 
-from .handwritten_bodies import name, plane_sums, row_span, rows_needed
+from .handwritten_bodies import QUEUE_SHIFT, QUEUE_ZERO, march_direction, name, plane_sums, row_span, rows_needed
 from .handwritten_loads import VECTOR_TYPE, row_load, vector_lines
 
 
@@ -36,7 +36,7 @@ def pipelined_march(case: Case, plan: dict, v: int, vw: int, vector_bytes: int, 
     rows converted from the registers loaded last step, plane n + 1's loaded into them, then plane n summed. With
     `own_row` only the thread's own row (dy = 0, with its x halo) goes ahead, the DRAM row: the rows above and below are
     the neighbouring warps' own and mostly L1 and L2 hits, loaded in their step as the lean kernel does, and the
-    registers of the raw vectors fall by two thirds for star_1 (68 to about 58 for star_1/512^3 f16's rows16)."""
+    kernel's registers fall (star_1/512^3 f16's rows16: 68 to 56)."""
     three = case.stencil.dims == 3
     vtype = VECTOR_TYPE[case.precision, vector_bytes]
     rows = rows_needed(plan)
@@ -45,15 +45,10 @@ def pipelined_march(case: Case, plan: dict, v: int, vw: int, vector_bytes: int, 
         if own_row and dy:
             continue
         lo, hi = row_span(case, rows, dy, vw)
-        starts = [s for s in range(-vw if lo else 0, v + (vw if hi else 0), vw)]
-        vectors += [(f"w{name(dy)}_{'l' if s < 0 else 'r' if s >= v else s // vw}", f"r{name(dy)}", s, dy) for s in starts]
-
-    def loads(plane: str) -> list[str]:
-        lines = []
-        for register, _, start, dy in vectors:
-            row = f" + ({dy}L) * nx" if three and dy else ""
-            lines.append(f"            {register} = *reinterpret_cast<const {vtype}*>(u + {plane}{row} + ({start}));")
-        return lines
+        vectors += [(f"w{name(dy)}_{'l' if s < 0 else 'r' if s >= v else s // vw}", f"r{name(dy)}", s, dy)
+                    for s in range(-vw if lo else 0, v + (vw if hi else 0), vw)]
+    loads = [f"            {register} = *reinterpret_cast<const {vtype}*>(u + p{f' + ({dy}L) * nx' if three and dy else ''}"
+             f" + ({start}));" for register, _, start, dy in vectors]
 
     body = []
     for dy in sorted(rows):
@@ -73,26 +68,21 @@ def pipelined_march(case: Case, plan: dict, v: int, vw: int, vector_bytes: int, 
                 kept = [x for x in range(start, start + vw) if lo <= x <= v - 1 + hi]
                 body += [f"        {{ acc_t t[VW]; convert_vector({register}, t);",
                          *[f"          {row}[R + ({x})] = t[{x - start}];" for x in kept], "        }"]
-    direction = (f"    const int dir = ({'blockIdx.z' if three else '(blockIdx.y * blockDim.y + threadIdx.y)'} & 1) ? -1 : 1;"
-                 if alternate else "    constexpr int dir = 1;")
     return [
-        "    acc_t q[2 * R + 1][V];", "#pragma unroll", "    for (int s = 0; s < 2 * R + 1; ++s)", "#pragma unroll",
-        "        for (int i = 0; i < V; ++i) q[s][i] = 0;",
-        direction,
+        "    acc_t q[2 * R + 1][V];", *QUEUE_ZERO,
+        march_direction(three) if alternate else "    constexpr int dir = 1;",
         "    long base = (long)(dir > 0 ? kb - R : ke + R - 1) * sk + rowbase;",
         "    const long step = dir * sk;",
         "    const int count = ke - kb + 2 * R;",
         f"    {vtype} {', '.join(register for register, *_ in vectors)};",
-        "    {", "        const long p = base;", *[line[4:] for line in loads("p")], "    }",
+        "    {", "        const long p = base;", *[line[4:] for line in loads], "    }",
         f"#pragma unroll {unroll}",
         "    for (int n = 0; n < count; ++n, base += step) {",
         *body,
         "        {  /* plane n + 1 (the last plane: itself again) */",
-        "            const long p = base + (n + 1 < count ? step : 0);", *loads("p"), "        }",
+        "            const long p = base + (n + 1 < count ? step : 0);", *loads, "        }",
         *plane_sums(plan, case.stencil.radius, "        "),
         "        if (n >= 2 * R) {", "            const long out = base - R * step;", *store, "        }",
-        "#pragma unroll", "        for (int s = 0; s < 2 * R; ++s)", "#pragma unroll",
-        "            for (int i = 0; i < V; ++i) q[s][i] = q[s + 1][i];", "#pragma unroll",
-        "        for (int i = 0; i < V; ++i) q[2 * R][i] = 0;",
+        *QUEUE_SHIFT,
         "    }",
     ]
