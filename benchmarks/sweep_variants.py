@@ -143,10 +143,12 @@ def pipelined_variants(case) -> list[tuple[str, dict]]:
     ahead (`own_row`), and rows16's and short4's pipelined kernels with their registers capped for 4 blocks of 8 warps an
     SM: the raw vectors cost star_1/512^3 f16's rows16 16 registers (68, 3 blocks an SM; 56 with `own_row`), and
     session 46's pattern copies lost 8-19 points of copy at 3 blocks (nvcc fits 64 with no spills there, at 12% more
-    instructions a two-plane step)."""
+    instructions a two-plane step), and each pipelined kernel with its x halo from the neighbouring lanes by warp shuffles
+    (`shuffle`): the H200's pattern copies lost 8-9 points of copy on star_1/512^3 f16 to the two halo vectors a plane."""
     made = lean_family(case, marching_kernels(case), "pipelined", (False, True))
     pipelined = [(label, params) for label, params in made if params.get("pipelined")]
     own = [(label + "+own", {**params, "own_row": True}) for label, params in pipelined]
     capped = [(label + "+mb", {**params, "min_blocks": 32 // params["by"]}) for label, params in pipelined
               if params.get("vector_bytes", 16) == 16]
-    return made + capped + own
+    shuffled = [(label + "+shuffle", {**params, "shuffle": True}) for label, params in pipelined]
+    return made + capped + own + shuffled

@@ -120,7 +120,7 @@ def render(case: Case, nv: int = 1, by: int = 8, chunk: int | None = None, vecto
     `pipelined` (session 47, lean kernels only): the vector path loads plane n + 1's rows raw into registers before it
     converts, sums and stores plane n (forge/handwritten_pipelined.py says why); with `own_row` only the thread's own row."""
     stencil = case.stencil
-    if pipelined and (not (split and stride) or burst or ry > 1 or shuffle or ahead or l2_prefetch or streaming):
+    if pipelined and (not (split and stride) or burst or ry > 1 or ahead or l2_prefetch or streaming):
         raise ValueError("`pipelined` is a lean kernel's vector path (split and stride) with plain loads and stores, one row a thread")
     if own_row and not pipelined:
         raise ValueError("`own_row` is which rows `pipelined` loads ahead")
@@ -301,7 +301,7 @@ def _marching_kernel(case: Case, v: int, vw: int, chunk: int, comment: list[str]
                    pragma_on_loop=split or stride or loop_pragma, stride=stride, ry=ry, burst=burst)
     if split:  # each loop sees `vec` as a constant, so nvcc emits only its own path
         fast = pipelined_march(case, pipelined[0], v, vw, pipelined[1], unroll, alternate,
-                               _store(case, v, vw, "            "), pipelined[2]) if pipelined else march
+                               _store(case, v, vw, "            "), pipelined[2], shuffle) if pipelined else march
         fast, march = ([f"    {line}" if line.strip() and not line.startswith("#") else line for line in lines_]
                        for lines_ in (fast, march))
         lines += ["    if (vec_ok) {", "        constexpr bool vec = true;", *fast,

@@ -130,15 +130,17 @@ def prefetch_ahead(case, ahead: int, alternate: bool) -> list[str]:
 
 
 def row_load(row: str, offset: str, lo: int, hi: int, pad: int, pad_name: str, v: int, vw: int, indent: str,
-              shuffle: bool = False) -> list[str]:
+              shuffle: bool = False, own_loaded: bool = False) -> list[str]:
     """Lanes lo .. V-1+hi (relative to x0) of one row into `row[pad + lane]` (`pad_name` spells pad
     in index expressions): whole 16-byte vectors on the vector path (the halo from the
     neighbouring aligned vectors), per-lane scalars otherwise. The one-vector halo keeps the
-    spelling of the first H200 campaign's sources, so their hashes name the same kernels."""
+    spelling of the first H200 campaign's sources, so their hashes name the same kernels. With
+    `own_loaded` the vector path has the row's own lanes already (forge/handwritten_pipelined.py)
+    and takes its halo alone."""
     out = [f"{indent}{{", f"{indent}    const long p = {offset};", f"{indent}    if (vec) {{"]
     starts = list(range(-(-(-lo) // vw) * -vw, v + hi, vw))
     own = [start for start in starts if 0 <= start < v]
-    out += [f"{indent}        load_vector(u + p + {start}, &{row}[{pad_name} + {start}]);" for start in own]
+    out += [f"{indent}        load_vector(u + p + {start}, &{row}[{pad_name} + {start}]);" for start in own if not own_loaded]
     if shuffle and (lo or hi):
         if -lo > v or hi > v:
             raise ValueError(f"an x halo of {max(-lo, hi)} exceeds the {v} lanes a neighbouring thread holds")

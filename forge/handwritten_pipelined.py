@@ -31,12 +31,14 @@ def convert_helper(precision: str, vw: int, vector_bytes: int) -> list[str]:
 
 
 def pipelined_march(case: Case, plan: dict, v: int, vw: int, vector_bytes: int, unroll: int, alternate: bool,
-                    store: list[str], own_row: bool = False) -> list[str]:
+                    store: list[str], own_row: bool = False, shuffle: bool = False) -> list[str]:
     """The queue and the march of the vector path (nv vectors a row, `store` the queue's store at `out`): plane n's
     rows converted from the registers loaded last step, plane n + 1's loaded into them, then plane n summed. With
     `own_row` only the thread's own row (dy = 0, with its x halo) goes ahead, the DRAM row: the rows above and below are
     the neighbouring warps' own and mostly L1 and L2 hits, loaded in their step as the lean kernel does, and the
-    kernel's registers fall (star_1/512^3 f16's rows16: 68 to 56)."""
+    kernel's registers fall (star_1/512^3 f16's rows16: 68 to 56). With `shuffle` a row's x halo comes from the
+    neighbouring lanes' converted vectors by warp shuffles, as `render(shuffle=True)`'s does, and only its own vectors
+    go ahead: the H200's pattern copies lost 8-9 points of copy to the two halo vectors a plane of star_1 f16."""
     three = case.stencil.dims == 3
     vtype = VECTOR_TYPE[case.precision, vector_bytes]
     rows = rows_needed(plan)
@@ -46,7 +48,7 @@ def pipelined_march(case: Case, plan: dict, v: int, vw: int, vector_bytes: int, 
             continue
         lo, hi = row_span(case, rows, dy, vw)
         vectors += [(f"w{name(dy)}_{'l' if s < 0 else 'r' if s >= v else s // vw}", f"r{name(dy)}", s, dy)
-                    for s in range(-vw if lo else 0, v + (vw if hi else 0), vw)]
+                    for s in range(-vw if lo else 0, v + (vw if hi else 0), vw) if 0 <= s < v or not shuffle]
     loads = [f"            {register} = *reinterpret_cast<const {vtype}*>(u + p{f' + ({dy}L) * nx' if three and dy else ''}"
              f" + ({start}));" for register, _, start, dy in vectors]
 
@@ -55,9 +57,9 @@ def pipelined_march(case: Case, plan: dict, v: int, vw: int, vector_bytes: int, 
         lo, hi = row_span(case, rows, dy, vw)
         row = f"r{name(dy)}"
         body.append(f"        acc_t {row}[V + 2 * R];")
+        offset = f"base + ({dy}L) * nx" if three and dy else "base"
         if own_row and dy:  # loaded in its step, as in the lean kernel
-            body += row_load(row, f"base + ({dy}L) * nx" if three else "base", lo, hi, case.stencil.radius, "R", v, vw,
-                             "        ")
+            body += row_load(row, offset, lo, hi, case.stencil.radius, "R", v, vw, "        ", shuffle)
             continue
         for register, of, start, _ in vectors:
             if of != row:
@@ -68,6 +70,8 @@ def pipelined_march(case: Case, plan: dict, v: int, vw: int, vector_bytes: int, 
                 kept = [x for x in range(start, start + vw) if lo <= x <= v - 1 + hi]
                 body += [f"        {{ acc_t t[VW]; convert_vector({register}, t);",
                          *[f"          {row}[R + ({x})] = t[{x - start}];" for x in kept], "        }"]
+        if shuffle and (lo or hi):  # the halo from the neighbouring lanes (their own vectors, converted above)
+            body += row_load(row, offset, lo, hi, case.stencil.radius, "R", v, vw, "        ", shuffle, own_loaded=True)
     return [
         "    acc_t q[2 * R + 1][V];", *QUEUE_ZERO,
         march_direction(three) if alternate else "    constexpr int dir = 1;",

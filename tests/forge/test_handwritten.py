@@ -286,12 +286,16 @@ def test_a_prefetch_ahead_is_not_for_a_burst():
                                               ("box_1/9x11x64/f32", {"alternate": True, "own_row": True}),
                                               ("star_2/11x12x64/f64", {"alternate": True}), ("star_4/13x15x64/f32", {}),
                                               ("varcoef_star_1/10x9x24/f16", {"alternate": True}),
-                                              ("star2d_1/31x64/f16", {"alternate": True}), ("box2d_1/37x48/f32", {"by": 4})])
+                                              ("star2d_1/31x64/f16", {"alternate": True}), ("box2d_1/37x48/f32", {"by": 4}),
+                                              ("star_1/6x7x200/f32", {"shuffle": True, "alternate": True}),
+                                              ("box_1/5x6x256/f16", {"shuffle": True}),
+                                              ("box2d_1/9x256/f16", {"shuffle": True, "own_row": True})])
 def test_a_pipelined_march_is_correct_and_leaves_the_lane_path_as_it_was(case_id, changes):
     """Session 47's `pipelined`: the vector path loads the next plane's (2D: row's) vectors a step ahead and the last
     plane its own again; x extents a multiple of V take it, misaligned arrays the lane path, which is the lean kernel's.
     Chunks of 3 end inside the grid and at its edge, marching up and down; with `own_row` the other rows load in
-    their own step."""
+    their own step; with `shuffle` the x halo comes from the neighbouring lanes where a warp is whole (200: a whole
+    warp beside a partial one)."""
     case = parse_case(case_id)
     plain, launch, _ = render(case, chunk=3, split=True, stride=True, **{k: v for k, v in changes.items() if k != "own_row"})
     source, pipelined_launch, _ = render(case, chunk=3, split=True, stride=True, pipelined=True, **changes)
@@ -300,6 +304,13 @@ def test_a_pipelined_march_is_correct_and_leaves_the_lane_path_as_it_was(case_id
     assert source[source.index(lane_path):] == plain[plain.index(lane_path):]
     for misalign in (False, True):
         assert judged(case, source, launch, misalign) <= TOLERANCE[case.precision], misalign
+
+
+def test_a_pipelined_march_with_the_shuffled_halo_the_wrong_way_is_caught():
+    case = parse_case("star_1/6x7x200/f32")
+    source, launch, _ = render(case, chunk=3, split=True, stride=True, pipelined=True, shuffle=True)
+    broken = source.replace("__shfl_down_sync", "__shfl_up_sync")
+    assert broken != source and judged(case, broken, launch, False) > TOLERANCE[case.precision]
 
 
 def test_a_pipelined_march_that_loads_the_same_plane_again_is_caught():
