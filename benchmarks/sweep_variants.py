@@ -138,13 +138,15 @@ def ahead_variants(case) -> list[tuple[str, dict]]:
 
 
 def pipelined_variants(case) -> list[tuple[str, dict]]:
-    """Each `lean` kernel (rows16, short4, rows8 where offered; marching down too where offered) with and without its next
-    plane's row vectors loaded a step ahead (session 47's `pipelined`), then each pipelined kernel with its own row alone
-    ahead (`own_row`), and rows16's and short4's pipelined kernels with their registers capped for 4 blocks of 8 warps an
-    SM: the raw vectors cost star_1/512^3 f16's rows16 16 registers (68, 3 blocks an SM; 56 with `own_row`), and
-    session 46's pattern copies lost 8-19 points of copy at 3 blocks (nvcc fits 64 with no spills there, at 12% more
-    instructions a two-plane step), and each pipelined kernel with its x halo from the neighbouring lanes by warp shuffles
-    (`shuffle`): the H200's pattern copies lost 8-9 points of copy on star_1/512^3 f16 to the two halo vectors a plane."""
+    """Session 47's `pipelined` (the next plane's row vectors loaded a step ahead), in four groups:
+
+    * each `lean` kernel (rows16, short4, rows8 where offered; marching down too where offered) without and with it;
+    * rows16's and short4's pipelined kernels with their registers capped for 4 blocks of 8 warps an SM (`+mb`): the raw
+      vectors cost star_1/512^3 f16's rows16 16 registers (68, 3 blocks an SM), and session 46's pattern copies lost
+      8-21 points of copy at 3 blocks (nvcc fits 64 with no spills there, at 12% more instructions a two-plane step);
+    * each pipelined kernel with its own row alone ahead (`+own`: 56 registers there);
+    * each pipelined kernel with its x halo from the neighbouring lanes by warp shuffles (`+shuffle`): the H200's pattern
+      copies lost 8-9 points of copy on star_1/512^3 f16 to the two halo vectors a plane."""
     made = lean_family(case, marching_kernels(case), "pipelined", (False, True))
     pipelined = [(label, params) for label, params in made if params.get("pipelined")]
     own = [(label + "+own", {**params, "own_row": True}) for label, params in pipelined]

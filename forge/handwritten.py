@@ -302,10 +302,8 @@ def _marching_kernel(case: Case, v: int, vw: int, chunk: int, comment: list[str]
     if split:  # each loop sees `vec` as a constant, so nvcc emits only its own path
         fast = pipelined_march(case, pipelined[0], v, vw, pipelined[1], unroll, alternate,
                                _store(case, v, vw, "            "), pipelined[2], shuffle) if pipelined else march
-        fast, march = ([f"    {line}" if line.strip() and not line.startswith("#") else line for line in lines_]
-                       for lines_ in (fast, march))
-        lines += ["    if (vec_ok) {", "        constexpr bool vec = true;", *fast,
-                  "    } else {", "        constexpr bool vec = false;", *march, "    }"]
+        lines += ["    if (vec_ok) {", "        constexpr bool vec = true;", *_nested(fast),
+                  "    } else {", "        constexpr bool vec = false;", *_nested(march), "    }"]
     else:
         lines += march
     lines.append("}")
@@ -348,23 +346,27 @@ def _march(case: Case, v: int, vw: int, unroll: int, body: list[str], alternate:
             head = [pragma, "    for (int k = kb - R; k < ke + R; ++k) {", "        const long base = (long)k * sk + rowbase;"]
             out = "(long)(k - R) * sk + rowbase"
         complete = "k - R >= kb"
-    zero, shift = QUEUE_ZERO, QUEUE_SHIFT
     if burst:  # the outputs held in registers and stored after the loop: no store between two rows' loads
         hold = ["#pragma unroll", "            for (int i = 0; i < V; ++i) held[n - 2 * R][i] = q[0][i];"]
         store = ["#pragma unroll", "    for (int j = 0; j < L; ++j) {", "        if (kb + j >= ke) break;",
                  "        const long out = (long)(kb + j) * sk + rowbase;", *_store(case, v, vw, "        ", queue="held[j]"), "    }"]
-        return ["    acc_t q[2 * R + 1][V], held[L][V];", *zero, *head, *body, f"        if ({complete}) {{", *hold, "        }",
-                *shift, "    }", *store]
+        return ["    acc_t q[2 * R + 1][V], held[L][V];", *QUEUE_ZERO, *head, *body, f"        if ({complete}) {{", *hold, "        }",
+                *QUEUE_SHIFT, "    }", *store]
     if ry == 1:
         store = _store(case, v, vw, "            ")
-        return ["    acc_t q[2 * R + 1][V];", *zero, *head, *body, f"        if ({complete}) {{",
-                f"            const long out = {out};", *store, "        }", *shift, "    }"]
+        return ["    acc_t q[2 * R + 1][V];", *QUEUE_ZERO, *head, *body, f"        if ({complete}) {{",
+                f"            const long out = {out};", *store, "        }", *QUEUE_SHIFT, "    }"]
     store = ["#pragma unroll", "            for (int t = 0; t < RY; ++t) {", "                const long out_t = out + t * (long)nx;",
              "                if (j + t >= R && j + t < ny - R) {",
              *_store(case, v, vw, "                    ", queue="q[t][0]", out="out_t"), "                }", "            }"]
-    return ["    acc_t q[RY][2 * R + 1][V];", *_each_row(zero, "    ", braces=False), *head, *body,
+    return ["    acc_t q[RY][2 * R + 1][V];", *_each_row(QUEUE_ZERO, "    ", braces=False), *head, *body,
             f"        if ({complete}) {{", f"            const long out = {out};", *store, "        }",
-            *_each_row(shift, "        ", braces=True), "    }"]
+            *_each_row(QUEUE_SHIFT, "        ", braces=True), "    }"]
+
+
+def _nested(lines: list[str]) -> list[str]:
+    """`lines` one level deeper (the pragmas stay at the line's start)."""
+    return [f"    {line}" if line.strip() and not line.startswith("#") else line for line in lines]
 
 
 def _each_row(lines: list[str], indent: str, braces: bool) -> list[str]:

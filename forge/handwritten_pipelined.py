@@ -42,11 +42,12 @@ def pipelined_march(case: Case, plan: dict, v: int, vw: int, vector_bytes: int, 
     three = case.stencil.dims == 3
     vtype = VECTOR_TYPE[case.precision, vector_bytes]
     rows = rows_needed(plan)
+    spans = {dy: row_span(case, rows, dy, vw) for dy in rows}
     vectors: list[tuple[str, str, int, int]] = []  # (register, row, first lane, offset of the row's vector)
     for dy in sorted(rows):
         if own_row and dy:
             continue
-        lo, hi = row_span(case, rows, dy, vw)
+        lo, hi = spans[dy]
         vectors += [(f"w{name(dy)}_{'l' if s < 0 else 'r' if s >= v else s // vw}", f"r{name(dy)}", s, dy)
                     for s in range(-vw if lo else 0, v + (vw if hi else 0), vw) if 0 <= s < v or not shuffle]
     loads = [f"            {register} = *reinterpret_cast<const {vtype}*>(u + p{f' + ({dy}L) * nx' if three and dy else ''}"
@@ -54,7 +55,7 @@ def pipelined_march(case: Case, plan: dict, v: int, vw: int, vector_bytes: int, 
 
     body = []
     for dy in sorted(rows):
-        lo, hi = row_span(case, rows, dy, vw)
+        lo, hi = spans[dy]
         row = f"r{name(dy)}"
         body.append(f"        acc_t {row}[V + 2 * R];")
         offset = f"base + ({dy}L) * nx" if three and dy else "base"
