@@ -22,6 +22,9 @@
 # that ten cases and their edges end inside the tool's 600 s with the export packed (GATE_END=S moves all three
 # 600 - S s earlier, for a call that less device time is left for); a step a deadline cut short
 # says so in its log, and the next call finishes it from this call's export.
+# On the machine an earlier call left warm (its /tmp kept), `GATE_FROM=warm` gates over that call's last ledger
+# (/tmp/last.jsonl) instead of the carried export, and skips the GPU tests it passed: a second gate in the same
+# warm minutes, not a cold start and a re-import (session 47 chained three such calls by hand).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 TAG=${1:?usage: scripts/h200_gate.sh TAG SUBJECTS EDGES [ROUNDS]}
@@ -39,18 +42,27 @@ if ! record_machine "$R/device_machine_$TAG.txt"; then
     exit 3
 fi
 source scripts/device_env.sh || exit 1
-unpack_carried || exit 1
+case ${GATE_FROM:-carried} in
+    carried) unpack_carried || exit 1; cp /tmp/prev.jsonl /tmp/import.jsonl ;;
+    warm) [ -s /tmp/last.jsonl ] && [ -f /tmp/gpu_composed.passed ] || { echo "GATE_FROM=warm: no earlier gate on this machine" >&2; exit 2; }
+          cp /tmp/last.jsonl /tmp/import.jsonl ;;
+    *) echo "GATE_FROM=${GATE_FROM}: carried or warm" >&2; exit 2 ;;
+esac
 # the composed bounds first (session 40: a composed bound that faulted let a gate judge over a weaker one), and the
 # newest candidates on the GPU (session 41's burst: emulated, not yet run on a GPU when it was first offered)
-FORGESTENCIL_REQUIRE_GPU=1 python3 -m pytest -p pytest_django.plugin -m gpu -q tests/measurement/test_cuda_bounds.py \
-    tests/measurement/test_composed.py tests/forge/test_handwritten_gpu.py::test_the_burst_candidates_are_correct_on_the_gpu \
-    > "$R/gpu_composed_$TAG.log" 2>&1 || { tail -5 "$R/gpu_composed_$TAG.log"; exit 1; }
+if [ ! -f /tmp/gpu_composed.passed ]; then
+    FORGESTENCIL_REQUIRE_GPU=1 python3 -m pytest -p pytest_django.plugin -m gpu -q tests/measurement/test_cuda_bounds.py \
+        tests/measurement/test_composed.py tests/forge/test_handwritten_gpu.py::test_the_burst_candidates_are_correct_on_the_gpu \
+        > "$R/gpu_composed_$TAG.log" 2>&1 || { tail -5 "$R/gpu_composed_$TAG.log"; exit 1; }
+    touch /tmp/gpu_composed.passed
+fi
 LEDGER_SIGNING_KEY=$(cat "$seed")
 export LEDGER_SIGNING_KEY
 cases=$(tr "," "\n" <<< "$SUBJECTS" | cut -d= -f1 | awk '!seen[$0]++' | paste -sd, -)
+rm -f /tmp/camp.jsonl /tmp/edges.jsonl /tmp/rerun.jsonl  # an earlier gate's on a warm machine: never taken for this one's
 began=$(date +%s)
 python3 benchmarks/forge_campaign.py --backend cuda --handwritten --handwritten-from 1 --subjects "$SUBJECTS" \
-    --import /tmp/prev.jsonl --rounds "$ROUNDS" --only "$cases" --deadline $(( END - 270 - SECONDS )) --out /tmp/camp.jsonl > "$R/h200_campaign_$TAG.log" 2>&1
+    --import /tmp/import.jsonl --rounds "$ROUNDS" --only "$cases" --deadline $(( END - 270 - SECONDS )) --out /tmp/camp.jsonl > "$R/h200_campaign_$TAG.log" 2>&1
 echo "campaign: rc $? at $(( $(date +%s) - began )) s"
 ledger=/tmp/camp.jsonl
 if [ "$EDGES" != "-" ]; then
@@ -64,5 +76,6 @@ python3 benchmarks/matrix_rerun.py --backend cuda --ledger "$ledger" --out /tmp/
     --deadline $(( END - 55 - SECONDS )) > "$R/h200_matrix_rerun_$TAG.log" 2>&1
 echo "re-run: rc $? at $(( $(date +%s) - began )) s"
 [ -s /tmp/rerun.jsonl ] && ledger=/tmp/rerun.jsonl
+cp "$ledger" /tmp/last.jsonl
 xz -9 -T4 -c "$ledger" > "$R/export_$TAG.jsonl.xz"
 tail -n 4 "$R"/h200_*"$TAG".log
