@@ -103,15 +103,15 @@ def marching_down(case: Case, chunk: int) -> list[tuple[str, dict, str, str]]:
     return made
 
 
-def lean(case: Case, chunk: int, pipelined: bool = False, capped: bool = False) -> list[tuple[str, dict, str, str]]:
+def lean(case: Case, chunk: int, capped: bool = False, **changes: bool) -> list[tuple[str, dict, str, str]]:
     """Session 30's `split` and `stride` together (forge/handwritten.py `render`: the vector and
     per-lane paths in two loops, the plane address advanced by the stride) on rows16, short4 and
     rows8 where offered, marching up, then down where `marching_down` offers it. Aimed at the f16
     cases, which the issue rate limits (scripts/f16_ncu.sh): the SASS of rows16 on star_1/512^3 f16
     has 284 instructions in its two-plane loop instead of 411, and 52 registers instead of 64
     (benchmarks/sass_count.py, docs/benchmarks/sass_f16_s30.json). Offered to every single-step
-    case: the same cut holds in f32 (191 to 135 on star_1/512^3). `pipelined` and `capped` are for `pipelined` below
-    (`capped`: the 16-byte kernels alone, registers capped for 32 warps an SM)."""
+    case: the same cut holds in f32 (191 to 135 on star_1/512^3). `capped` and `changes` (render's `pipelined`, `own_row`
+    and `shuffle`) are for `pipelined` below (`capped`: the 16-byte kernels alone, registers capped for 32 warps an SM)."""
     kernels = [("rows16", {"by": 8}), ("short4", {"by": 4})]
     if capped:
         kernels = [(name, {**parameters, "min_blocks": 32 // parameters["by"]}) for name, parameters in kernels]
@@ -123,8 +123,7 @@ def lean(case: Case, chunk: int, pipelined: bool = False, capped: bool = False) 
         for name, parameters in kernels:
             if alternate and name not in down:
                 continue
-            source, launch, _ = render(case, chunk=chunk, alternate=alternate, split=True, stride=True, pipelined=pipelined,
-                                       **parameters)
+            source, launch, _ = render(case, chunk=chunk, alternate=alternate, split=True, stride=True, **changes, **parameters)
             label = f"{name}{'+alternate' if alternate else ''}+lean"
             hypothesis = (f"{case.id}: one change from {label[:-5]}: the vector and per-lane paths in two loops (nvcc "
                           "issued both, one predicated off) and the plane address advanced by the stride, about a "
@@ -145,28 +144,46 @@ def pipelined(case: Case, chunk: int) -> list[tuple[str, dict, str, str]]:
     (docs/gpu.md, session 47); its sweep then put the 16-byte f32 kernels with their registers capped for 4 blocks of 8
     warps an SM (`+mb`: `__launch_bounds__(256, 4)`, under which nvcc gives them 55-56 registers instead of 40) ahead
     on star_1/512^3 f32, 86.6% of copy against the admitted 83.2% (docs/benchmarks/handwritten_pipelined_h200_s47.json),
-    and behind on f16 (72.3% against 74.6% uncapped): offered in f32 after the rest."""
+    and behind on f16 (72.3% against 74.6% uncapped): offered after the rest.
+
+    Then each uncapped one with its own row alone ahead (`+own`) and with its x halo by warp shuffles (`+shuffle`), and
+    all of these for varcoef_star_1 in f16 and f32 too: the sweep family `pipelined` measures exactly these kernels,
+    and a kernel it measures ahead on the H200 is gated in the same warm minutes (scripts/h200_gate.sh `GATE_FROM=warm`)
+    only if the campaign offers it. Their evidence so far is the H100's: level with the admitted kernels (within 1.5%;
+    star_1/512^3 f16 `rows8+alternate+lean+pipelined+shuffle` 79.6% of copy against 78.6%; varcoef_star_1/512^3 f16
+    `short4+lean+pipelined` 91.0% against 91.7%: handwritten_pipelined_h100_s48.json,
+    handwritten_pipelined_more_h100_s47.json). varcoef_star_1/512^3 f16 stands at 84% of copy on the H200, one point
+    under the f16 median's target."""
     stencil = case.stencil
-    if (stencil.family != "star" or stencil.variable_coefficient or stencil.dims != 3 or stencil.radius != 1
-            or case.precision == "f64"):
+    if stencil.family != "star" or stencil.dims != 3 or stencil.radius != 1 or case.precision == "f64":
         return []
+    kernels = [("", kernel) for kernel in lean(case, chunk, pipelined=True)]
+    kernels += [("+mb", kernel) for kernel in lean(case, chunk, capped=True, pipelined=True)]
+    kernels += [("+own", kernel) for kernel in lean(case, chunk, pipelined=True, own_row=True)]
+    kernels += [("+shuffle", kernel) for kernel in lean(case, chunk, pipelined=True, shuffle=True)]
     made = []
-    kernels = [(False, kernel) for kernel in lean(case, chunk, pipelined=True)]
-    if case.precision == "f32":
-        kernels += [(True, kernel) for kernel in lean(case, chunk, pipelined=True, capped=True)]
-    for capped, (label, launch, _, source) in kernels:
+    for suffix, (label, launch, _, source) in kernels:
         name, what = label.split(":", 1)
-        name, what = f"{name}+pipelined", f"{what}, the next plane's vectors loaded a step ahead"
-        if capped:
-            name, what = f"{name}+mb", f"{what}, registers capped for 32 warps an SM"
-        hypothesis = (f"{case.id}: one change from {label.split(':')[0]}: plane n + 1's vectors are loaded into registers "
+        what = f"{what}, the next plane's vectors loaded a step ahead" + WHAT_PIPELINED[suffix]
+        hypothesis = (f"{case.id}: one change from {name}: plane n + 1's vectors are loaded into registers "
                       "before plane n is converted, summed and stored, so each warp has a plane's loads in flight while it "
                       "works (nvcc issues none above the store's branch otherwise); gains where the per-plane work leaves "
-                      "DRAM idle (docs/forge.md, session 47)"
-                      + (", with the registers nvcc takes under __launch_bounds__(256, 4), as the H200 sweep ran it "
-                         "fastest (docs/benchmarks/handwritten_pipelined_h200_s47.json)." if capped else "."))
-        made.append((f"{name}:{what}", launch, hypothesis, source))
+                      "DRAM idle (docs/forge.md, session 47)" + WHY_PIPELINED[suffix])
+        made.append((f"{name}+pipelined{suffix}:{what}", launch, hypothesis, source))
     return made
+
+
+WHAT_PIPELINED = {"": "", "+mb": ", registers capped for 32 warps an SM", "+own": " (the thread's own row alone)",
+                  "+shuffle": ", the x halo by warp shuffles"}
+WHY_PIPELINED = {
+    "": ".",
+    "+mb": (", with the registers nvcc takes under __launch_bounds__(256, 4), as the H200 sweep ran it fastest "
+            "(docs/benchmarks/handwritten_pipelined_h200_s47.json)."),
+    "+own": ", with only the thread's own row loaded ahead: 12 registers fewer (56 instead of 68 on star_1/512^3 f16).",
+    "+shuffle": (", with the x halo from the neighbouring lanes by warp shuffles instead of two more 16-byte loads a "
+                 "plane: the H200's pattern copies lost 8-9 points of copy to those loads on star_1/512^3 f16 "
+                 "(docs/benchmarks/pattern_h200_s47.json)."),
+}
 
 
 def rows_a_thread(case: Case, chunk: int) -> list[tuple[str, dict, str, str]]:

@@ -286,6 +286,7 @@ def test_a_prefetch_ahead_is_not_for_a_burst():
                                               ("box_1/9x11x64/f32", {"alternate": True, "own_row": True}),
                                               ("star_2/11x12x64/f64", {"alternate": True}), ("star_4/13x15x64/f32", {}),
                                               ("varcoef_star_1/10x9x24/f16", {"alternate": True}),
+                                              ("varcoef_star_1/5x6x256/f16", {"shuffle": True, "alternate": True}),
                                               ("star2d_1/31x64/f16", {"alternate": True}), ("box2d_1/37x48/f32", {"by": 4}),
                                               ("star_1/6x7x200/f32", {"shuffle": True, "alternate": True}),
                                               ("box_1/5x6x256/f16", {"shuffle": True}),
