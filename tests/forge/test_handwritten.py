@@ -77,8 +77,9 @@ def test_the_one_change_variants_offered():
     thread on short4's lean kernel for the f32 3D radius-1 constant-coefficient stencils alone, then `burst` (a
     short chunk of planes unrolled whole) for star_2 f32 and star_1 f64, where the H200 admitted it, and for star_1 in
     f16, for the H200's gate to decide (session 44; star_1 f32 and varcoef_star_1 f16 taken back in session 45), and
-    last the lean kernels with their loads a plane ahead for star_1 in f32 and f16 (session 47), in f32 then the 16-byte
-    ones with their registers capped for 32 warps an SM."""
+    last the lean kernels with their loads a plane ahead for star_1 and varcoef_star_1 in f32 and f16 (session 47), then
+    the 16-byte ones with their registers capped for 32 warps an SM, then each with its own row alone ahead and with its
+    x halo by shuffles (session 48: every kernel of the sweep family `pipelined`)."""
     def offered(case_id):
         return [c[0].split(":")[0] for c in matrix_candidates(parse_case(case_id))]
 
@@ -90,15 +91,16 @@ def test_the_one_change_variants_offered():
     ahead = [f"{name}+pipelined" for name in lean + lean_down]
     capped = ["rows16+lean+pipelined+mb", "short4+lean+pipelined+mb", "rows16+alternate+lean+pipelined+mb",
               "short4+alternate+lean+pipelined+mb"]
+    ahead += [*capped, *(f"{name}+own" for name in ahead), *(f"{name}+shuffle" for name in ahead)]
     assert offered("star_1/512x512x512/f32") == ["rows16", "rows8", "short4", "planes", *down, *lean, *lean_down, *rows,
-                                                 *ahead, *capped]
+                                                 *ahead]
     assert offered("star_1/512x512x512/f16") == ["rows16", "rows8", "short4", "pipe", "planes", *down, *lean, *lean_down,
                                                  *burst, *ahead]
     assert offered("varcoef_star_1/512x512x512/f16") == ["rows16", "rows8", "short4", "pipe", "rows8+alternate",
-                                                         "short4+alternate", "rows16+alternate", *lean, *lean_down]
+                                                         "short4+alternate", "rows16+alternate", *lean, *lean_down, *ahead]
     assert offered("box_1/512x512x512/f32") == ["rows16", "rows8", "short4", *down, *lean, *lean_down, *rows]
     assert offered("varcoef_star_1/256x256x256/f32") == ["rows16", "rows8", "short4", "rows8+alternate",
-                                                         "short4+alternate", "rows16+alternate", *lean, *lean_down]
+                                                         "short4+alternate", "rows16+alternate", *lean, *lean_down, *ahead]
     assert offered("star_4/512x512x512/f16") == ["rows16", "rows8", "short4", "planes", *lean]
     assert offered("star_4/512x512x512/f32") == ["rows16", "short4", "planes", *lean[:2]]
     assert offered("star_2/512x512x512/f32") == ["rows16", "rows8", "short4", "planes", *lean, *burst]  # alternate lost
