@@ -177,8 +177,8 @@ WHAT_PIPELINED = {"": "", "+mb": ", registers capped for 32 warps an SM", "+own"
                   "+shuffle": ", the x halo by warp shuffles"}
 WHY_PIPELINED = {
     "": ".",
-    "+mb": (", with the registers nvcc takes under __launch_bounds__(256, 4), as the H200 sweep ran it fastest "
-            "(docs/benchmarks/handwritten_pipelined_h200_s47.json)."),
+    "+mb": (", with the registers nvcc takes under __launch_bounds__(256, 4): the H200 sweep ran those fastest on "
+            "star_1/512^3 f32 and behind the uncapped ones in f16 (docs/benchmarks/handwritten_pipelined_h200_s47.json)."),
     "+own": ", with only the thread's own row loaded ahead: 12 registers fewer (56 instead of 68 on star_1/512^3 f16).",
     "+shuffle": (", with the x halo from the neighbouring lanes by warp shuffles instead of two more 16-byte loads a "
                  "plane: the H200's pattern copies lost 8-9 points of copy to those loads on star_1/512^3 f16 "

@@ -16,7 +16,7 @@
 # SUBJECTS: CASE=NAME,... (forge_campaign.py --subjects; the cases gated are these). EDGES: comma-separated
 # edge cases to measure with the new kernels, or "-". ROUNDS (default 1): rounds a case, so that two subjects of one
 # case are both gated in one call (session 44: the gate, not a sweep, where device time is scarce). Writes to $OUT/r (8 files at most come back):
-# device_machine_TAG.txt, gpu_composed_TAG.log, h200_campaign_TAG.log, h200_edges_TAG.log,
+# device_machine_TAG.txt, gpu_composed_TAG.log (not with GATE_FROM=warm, below), h200_campaign_TAG.log, h200_edges_TAG.log,
 # h200_matrix_rerun_TAG.json and .log, and export_TAG.jsonl.xz (the last ledger written: re-run, edges or campaign).
 # Each step has a deadline in seconds of the call (campaign by 330, edges by 470, re-run by 545: bash's SECONDS), so
 # that ten cases and their edges end inside the tool's 600 s with the export packed (GATE_END=S moves all three
