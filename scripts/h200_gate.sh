@@ -43,9 +43,9 @@ if ! record_machine "$R/device_machine_$TAG.txt"; then
 fi
 source scripts/device_env.sh || exit 1
 case ${GATE_FROM:-carried} in
-    carried) unpack_carried || exit 1; cp /tmp/prev.jsonl /tmp/import.jsonl ;;
+    carried) unpack_carried || exit 1; imported=/tmp/prev.jsonl ;;
     warm) [ -s /tmp/last.jsonl ] && [ -f /tmp/gpu_composed.passed ] || { echo "GATE_FROM=warm: no earlier gate on this machine" >&2; exit 2; }
-          cp /tmp/last.jsonl /tmp/import.jsonl ;;
+          imported=/tmp/last.jsonl ;;
     *) echo "GATE_FROM=${GATE_FROM}: carried or warm" >&2; exit 2 ;;
 esac
 # the composed bounds first (session 40: a composed bound that faulted let a gate judge over a weaker one), and the
@@ -62,7 +62,7 @@ cases=$(tr "," "\n" <<< "$SUBJECTS" | cut -d= -f1 | awk '!seen[$0]++' | paste -s
 rm -f /tmp/camp.jsonl /tmp/edges.jsonl /tmp/rerun.jsonl  # an earlier gate's on a warm machine: never taken for this one's
 began=$(date +%s)
 python3 benchmarks/forge_campaign.py --backend cuda --handwritten --handwritten-from 1 --subjects "$SUBJECTS" \
-    --import /tmp/import.jsonl --rounds "$ROUNDS" --only "$cases" --deadline $(( END - 270 - SECONDS )) --out /tmp/camp.jsonl > "$R/h200_campaign_$TAG.log" 2>&1
+    --import "$imported" --rounds "$ROUNDS" --only "$cases" --deadline $(( END - 270 - SECONDS )) --out /tmp/camp.jsonl > "$R/h200_campaign_$TAG.log" 2>&1
 echo "campaign: rc $? at $(( $(date +%s) - began )) s"
 ledger=/tmp/camp.jsonl
 if [ "$EDGES" != "-" ]; then
