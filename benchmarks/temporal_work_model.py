@@ -27,9 +27,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from forge.handwritten_temporal import REGISTER_FILE, V, registers_per_thread, shared_bytes, x_halo  # noqa: E402
+from forge.handwritten_temporal import REGISTER_FILE, SHARED_LIMIT, V, registers_per_thread, shared_bytes, x_halo  # noqa: E402
+from handwritten_sweep import admitted_kernels  # noqa: E402
 
-SHARED = 227 * 1024  # bytes of shared memory a block may take on the H200
 FLOAT = 4
 
 
@@ -41,11 +41,11 @@ def redundancy(t: int, width: int, height: int) -> float:
 
 def fits_pipe(t: int, width: int, height: int) -> bool:
     threads = width // V * height
-    return threads <= 1024 and threads * registers_per_thread(t) <= REGISTER_FILE and shared_bytes(t, width, height) <= SHARED
+    return threads <= 1024 and threads * registers_per_thread(t) <= REGISTER_FILE and shared_bytes(t, width, height) <= SHARED_LIMIT
 
 
 def fits_least_state(t: int, width: int, height: int) -> bool:
-    return width * height * 3 * t * FLOAT <= REGISTER_FILE * FLOAT + SHARED
+    return width * height * 3 * t * FLOAT <= REGISTER_FILE * FLOAT + SHARED_LIMIT
 
 
 def best_tile(t: int, fits) -> dict:
@@ -57,16 +57,9 @@ def best_tile(t: int, fits) -> dict:
 
 
 def admitted_ts4_tiles(export: Path) -> dict[str, list[int]]:
-    """Each diamond_ts4 case's tile (W, H) in the latest admitted GateVerdict of a ledger export."""
-    tiles = {}
-    with export.open(encoding="utf-8") as lines:
-        for line in lines:
-            event = json.loads(line)
-            payload = event["payload"]
-            if event["type"] == "GateVerdict" and payload.get("verdict") == "admitted" and "/diamond_ts4/" in event["stream"]:
-                block = payload["candidate_launch"]["block"]
-                tiles[payload["case"]] = [block[0] * V, block[1]]
-    return tiles
+    """Each diamond_ts4 case's tile (W, H) in the latest admitted GateVerdict of a ledger export (V x points a thread)."""
+    return {case: [launch["block"][0] * V, launch["block"][1]]
+            for case, (_source, launch) in admitted_kernels(str(export)).items() if case.startswith("diamond_ts4/")}
 
 
 def model(export: Path) -> dict:

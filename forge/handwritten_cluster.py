@@ -41,7 +41,7 @@ from __future__ import annotations
 from measurement.harness.cases import Case
 
 from .handwritten_planes_bulk import BULK
-from .handwritten_temporal import REGISTER_FILE, V, registers_per_thread, shared_bytes, shuffles_fit, x_halo
+from .handwritten_temporal import REGISTER_FILE, SHARED_LIMIT, V, registers_per_thread, shared_bytes, shuffles_fit, x_halo
 from .handwritten_temporal_source import SOURCE, VECTOR_HELPERS, variant
 
 CLUSTER_HELPERS = r"""#ifndef EMULATED_CLUSTER
@@ -210,7 +210,7 @@ def check_cluster(case: Case, width: int, height: int, cluster: int, chunk: int,
         raise ValueError(f"tile {width}x{height}: more registers than an SM has at T = {t}")
     if exchange not in EXCHANGES:
         raise ValueError(f"exchange {exchange!r}: one of {', '.join(EXCHANGES)}")
-    if cluster_shared_bytes(t, width, height, exchange) > 227 * 1024:
+    if cluster_shared_bytes(t, width, height, exchange) > SHARED_LIMIT:
         raise ValueError(f"tile {width}x{height}: {cluster_shared_bytes(t, width, height, exchange)} bytes of shared memory "
                          f"for T = {t}")
     cluster_tile_y(case, height, cluster)

@@ -43,6 +43,7 @@ V = 4  # x points a thread owns: one float4 of the row
 
 
 REGISTER_FILE = 65536  # 32-bit registers an SM (and a block) has on the H200
+SHARED_LIMIT = 227 * 1024  # bytes of shared memory a block may opt in to on the H200
 
 
 def registers_per_thread(t: int) -> int:
@@ -69,7 +70,7 @@ def check_parameters(case: Case, width: int, height: int, chunk: int) -> None:
         raise ValueError(f"tile {width}x{height}: the width must be a multiple of {V}, at most 1024 threads a block")
     if width <= 2 * x_halo(t) or height <= 2 * t or chunk < 1:
         raise ValueError(f"tile {width}x{height} with chunk {chunk}: no output points for T = {t}")
-    if shared_bytes(t, width, height) > 227 * 1024:
+    if shared_bytes(t, width, height) > SHARED_LIMIT:
         raise ValueError(f"tile {width}x{height}: {shared_bytes(t, width, height)} bytes of shared memory for T = {t}")
 
 
